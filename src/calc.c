@@ -1,0 +1,30 @@
+/* calc.c - dispatch of `calculation` to the module that implements it.  A calculation whose
+ * module is not part of this build is refused with a message; nothing is faked. */
+#include "build_config.h"
+
+#include <string.h>
+
+#include "calc.h"
+#include "check.h"
+#include "log.h"
+
+struct calc_entry {
+  const char *name;
+  int (*run)(const struct config *cfg); /* NULL: not implemented in this version */
+};
+
+static const struct calc_entry calcs[] = {
+    {"prepare", NULL}, {"train", NULL}, {"features", NULL},
+    {"knn", NULL},     {"attention", NULL}, {"pipeline", NULL},
+};
+
+int calc_run(const struct config *cfg) {
+  for (size_t i = 0; i < sizeof calcs / sizeof calcs[0]; i++) {
+    if (strcmp(calcs[i].name, cfg->control.calculation) != 0) continue;
+    if (!calcs[i].run)
+      scd_fatal(SCD_EXIT_INPUT, "calculation='%s' is not implemented in scdino %s yet",
+                calcs[i].name, PACKAGE_VERSION);
+    return calcs[i].run(cfg);
+  }
+  scd_fatal(SCD_EXIT_INPUT, "unknown calculation '%s'", cfg->control.calculation);
+}

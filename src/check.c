@@ -1,0 +1,168 @@
+/* check.c - fatal errors, temporary-file cleanup and checked allocation. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "check.h"
+
+#define MAX_TMPFILES 64
+static char *tmpfiles[MAX_TMPFILES];
+
+void scd_tmpfile_register(const char *path) {
+  for (int i = 0; i < MAX_TMPFILES; i++)
+    if (!tmpfiles[i]) {
+      tmpfiles[i] = strdup(path);
+      return;
+    }
+}
+
+void scd_tmpfile_unregister(const char *path) {
+  for (int i = 0; i < MAX_TMPFILES; i++)
+    if (tmpfiles[i] && strcmp(tmpfiles[i], path) == 0) {
+      free(tmpfiles[i]);
+      tmpfiles[i] = NULL;
+    }
+}
+
+void scd_tmpfile_remove_all(void) {
+  for (int i = 0; i < MAX_TMPFILES; i++)
+    if (tmpfiles[i]) {
+      unlink(tmpfiles[i]);
+      free(tmpfiles[i]);
+      tmpfiles[i] = NULL;
+    }
+}
+
+static int world_rank_size(int *rank) {
+  int init = 0, fin = 0, size = 1;
+  *rank = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  return init && !fin ? size : 0;
+}
+
+SCD_NORETURN static void fatal_end(int code) {
+  int rank;
+  int size = world_rank_size(&rank);
+  fflush(stdout);
+  fflush(stderr);
+  scd_tmpfile_remove_all();
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (size == 1) MPI_Finalize();
+  exit(code);
+}
+
+static void vreport(const char *where, const char *fmt, va_list ap) {
+  int rank;
+  int size = world_rank_size(&rank);
+  char msg[4096];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  fflush(stdout);
+  if (size > 1)
+    fprintf(stderr, "scdino: error (rank %d of %d): %s%s\n", rank, size, where, msg);
+  else
+    fprintf(stderr, "scdino: error: %s%s\n", where, msg);
+}
+
+void scd_fatal(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("", fmt, ap);
+  va_end(ap);
+  fatal_end(code);
+}
+
+void scd_fatal_at(const char *file, int line, int code, const char *fmt, ...) {
+  char where[512];
+  snprintf(where, sizeof where, "%s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(where, fmt, ap);
+  va_end(ap);
+  fatal_end(code);
+}
+
+void *scd_malloc(size_t n, const char *file, int line) {
+  void *p = malloc(n ? n : 1);
+  if (!p) scd_fatal_at(file, line, SCD_EXIT_FAILURE, "out of memory allocating %zu bytes", n);
+  return p;
+}
+
+void *scd_calloc(size_t n, size_t size, const char *file, int line) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p)
+    scd_fatal_at(file, line, SCD_EXIT_FAILURE, "out of memory allocating %zu x %zu bytes", n, size);
+  return p;
+}
+
+void *scd_realloc(void *p, size_t n, const char *file, int line) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) scd_fatal_at(file, line, SCD_EXIT_FAILURE, "out of memory reallocating %zu bytes", n);
+  return q;
+}
+
+char *scd_strdup(const char *s, const char *file, int line) {
+  size_t n = strlen(s) + 1;
+  char *p = scd_malloc(n, file, line);
+  memcpy(p, s, n);
+  return p;
+}
+
+void *scd_aligned_alloc(size_t n, const char *file, int line) {
+  size_t rounded = (n + 63) / 64 * 64;
+  if (rounded < n) scd_fatal_at(file, line, SCD_EXIT_FAILURE, "allocation size %zu overflows", n);
+  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) scd_fatal_at(file, line, SCD_EXIT_FAILURE, "out of memory allocating %zu bytes", n);
+  memset(p, 0, rounded ? rounded : 64);
+  return p;
+}
+
+size_t scd_mul_size(size_t a, size_t b, const char *file, int line) {
+  if (a != 0 && b > SIZE_MAX / a)
+    scd_fatal_at(file, line, SCD_EXIT_FAILURE, "size %zu x %zu overflows", a, b);
+  return a * b;
+}
+
+void scd_check_mpi_fail(int err, const char *expr, const char *file, int line) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", err);
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
+}
+
+/* Walk the HDF5 error stack and keep the innermost description: it names the real cause
+ * ("unable to open file", "file signature not found", ...). */
+static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
+  char *out = data;
+  if (n == 0 && e->desc) snprintf(out, 512, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
+  return 0;
+}
+
+long long scd_check_h5(long long ret, const char *expr, const char *file, int line) {
+  if (ret >= 0) return ret;
+  char msg[512] = "HDF5 call failed";
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk, msg);
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
+}
+
+void scd_check_tiff_fail(const char *expr, const char *file, int line) {
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "libtiff: %s failed", expr);
+}
+
+void scd_check_sys_fail(const char *expr, const char *file, int line) {
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, strerror(errno));
+}

@@ -1,0 +1,31 @@
+/* fsutil.h - paths, directories and atomic file replacement.
+ *
+ * Every output file is written under a temporary name in the same directory, flushed to disk,
+ * and renamed over the final name, so a crash, a kill or a full disk never leaves a half-written
+ * file where a complete one is expected. */
+#ifndef SCDINO_FSUTIL_H
+#define SCDINO_FSUTIL_H
+
+#include <stddef.h>
+
+/* Join a directory and a file name into out (size n); fatal if it does not fit. */
+char *fs_join(char *out, size_t n, const char *dir, const char *name);
+/* mkdir -p; fatal with the path on failure. */
+void fs_mkdir_p(const char *path);
+int fs_exists(const char *path);
+int fs_is_dir(const char *path);
+/* Size in bytes, or -1 if the file cannot be stat'ed. */
+long long fs_file_size(const char *path);
+
+/* Start an atomic write: fills tmp (size n) with "<final>.tmp.<pid>" and registers it for removal
+ * on a fatal error. */
+void fs_atomic_begin(const char *final_path, char *tmp, size_t n);
+/* Finish it: fsync the file, rename it over final_path, fsync the directory. */
+void fs_atomic_commit(const char *tmp, const char *final_path);
+/* Abandon it: remove the temporary file. */
+void fs_atomic_abort(const char *tmp);
+
+/* fsync a file by path (after a library such as HDF5 has closed it). */
+void fs_fsync_path(const char *path);
+
+#endif
