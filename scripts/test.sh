@@ -1,0 +1,9 @@
+#!/bin/sh
+# scripts/test.sh - install what is missing, build, and run the test suite (make check).
+# The summary is in build/test-suite.log; each test's output in build/tests/*.log.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/setup.sh"
+"$top/scripts/build.sh"
+cd "$top/build"
+make -j"$(nproc 2>/dev/null || echo 2)" check
