@@ -14,8 +14,8 @@ struct calc_entry {
 };
 
 static const struct calc_entry calcs[] = {
-    {"prepare", NULL}, {"train", NULL}, {"features", NULL},
-    {"knn", NULL},     {"attention", NULL}, {"pipeline", NULL},
+    {"prepare", prepare_run}, {"train", NULL}, {"features", NULL},
+    {"knn", knn_run},     {"attention", NULL}, {"pipeline", NULL},
 };
 
 int calc_run(const struct config *cfg) {

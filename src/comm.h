@@ -30,8 +30,8 @@ void comm_allreduce_min_f64(double *buf, size_t n);
 int comm_any(int flag);
 void comm_bcast(void *buf, size_t bytes, int root);
 void comm_barrier(void);
-/* Rank 0 prints the message; every rank ends with `code`.  For errors that all ranks
- * detected together (deck errors): no MPI_Abort, a clean collective exit. */
+/* Every rank ends with `code` after a clean MPI_Finalize (no MPI_Abort): for errors that all
+ * ranks know about together (deck errors), reported beforehand by rank 0. */
 SCD_NORETURN void comm_exit_all(int code);
 
 /* The MPI library's version string (MPI_Get_library_version; callable before MPI_Init). */

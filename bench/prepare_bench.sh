@@ -1,0 +1,39 @@
+#!/bin/sh
+# bench/prepare_bench.sh - calculation='prepare' throughput: files/s and MB/s of TIFF on a demo
+# set, for 1 and 2 ranks (or the counts given).
+#
+#   [IPS=images_per_shard] bench/prepare_bench.sh [BUILD_DIR] [IMAGES_PER_CLASS] [RANKS...]
+#   e.g.  sh bench/prepare_bench.sh /tmp/build 500 1 2      (8 x 500 = 4000 images)
+#
+# Ranks convert whole shards, so the default IPS=500 gives 8 shards for the 4000 images (with
+# the deck default of 4096 a set this small is one shard, converted by one rank).
+# Runs in a scratch directory under BUILD_DIR; the TIFF files are in the page cache after the
+# generator wrote them (a warm-cache number: on a cold parallel file system, opening the files
+# dominates).  Each rank count runs twice and the second run's numbers are printed.
+set -e
+build=${1:-.}
+per_class=${2:-500}
+shift 2 2>/dev/null || shift $#
+ranks=${*:-1 2}
+build=$(cd "$build" && pwd)
+mpiexec=${MPIEXEC:-mpiexec --oversubscribe --allow-run-as-root}
+work="$build/scratch/prepare_bench"
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+"$build/scdino_demo_data" -o tiffs -n "$per_class"
+echo "TIFF tree: $(find tiffs -name '*.tiff' | wc -l) files, $(du -sm tiffs | cut -f1) MiB"
+for n in $ranks; do
+  for rep in 1 2; do
+    rm -rf shards
+    cat >p.nml <<EOF2
+&control calculation = 'prepare', verbosity = 1 /
+&data tiff_dir = 'tiffs', shard_dir = 'shards', images_per_shard = ${IPS:-500} /
+&system threads = 1 /
+EOF2
+    t0=$(date +%s.%N)
+    $mpiexec -n "$n" "$build/scdino" p.nml >log.txt 2>&1 || { cat log.txt; exit 1; }
+    t1=$(date +%s.%N)
+  done
+  line=$(grep 'prepare: [0-9]* files in' log.txt | sed 's/.*prepare: //')
+  printf 'ranks %-3s %s; launch to exit %.2f s; shards %s MiB\n' "$n" "$line" "$(echo "$t1 - $t0" | bc)" \
+    "$(du -sm shards | cut -f1)"
+done

@@ -1,0 +1,124 @@
+/* train_step.c - time full DINO training steps of a ViT on the CPU backend, split by op kind.
+ *
+ * usage: train_step [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-B batch] [-g global]
+ *                   [-l local] [-n n_local] [-K out_dim] [-s steps] [-t threads]
+ * One step = teacher forward, student forward (global + local crops), DINO loss, backward,
+ * centre update, per-tensor clipping, AdamW, EMA: what the training loop runs per iteration. */
+#include "build_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dino_loss.h"
+#include "dino_model.h"
+#include "log.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+/* Multiply-adds x 2 of the GEMMs of one backbone pass over B crops of N tokens (Np patches). */
+static double vit_flops(const struct vit_dims *d, double B, double N, double Np) {
+  const double D = d->dim, Hm = d->mlp_hidden, T = B * N;
+  const double block = 2 * T * (3 * D * D + D * D + 2 * D * Hm) + 2 * 2 * B * N * N * D;
+  return d->depth * block + 2 * B * Np * D * d->in_chans * d->patch * d->patch;
+}
+static double head_flops(const struct head_dims *h, double R) {
+  double f = 2 * R * h->in_dim * h->hidden + 2 * R * h->hidden * h->bottleneck;
+  f += 2 * R * (double)h->hidden * h->hidden * (h->nlayers - 2);
+  return f + 2 * R * h->bottleneck * (double)h->out_dim;
+}
+
+int main(int argc, char **argv) {
+  struct dino_spec s = {0};
+  s.vit = (struct vit_dims){16, 5, 192, 12, 3, 768, 14, 0.1};
+  s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
+                              .norm_last_layer = 1};
+  int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, opt;
+  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:s:t:")) != -1) {
+    switch (opt) {
+    case 'D': s.vit.dim = atoi(optarg); break;
+    case 'L': s.vit.depth = atoi(optarg); break;
+    case 'H': s.vit.heads = atoi(optarg); break;
+    case 'p': s.vit.patch = atoi(optarg); break;
+    case 'C': s.vit.in_chans = atoi(optarg); break;
+    case 'B': B = atoi(optarg); break;
+    case 'g': G = atoi(optarg); break;
+    case 'l': L = atoi(optarg); break;
+    case 'n': nl = atoi(optarg); break;
+    case 'K': s.head.out_dim = atoi(optarg); break;
+    case 's': steps = atoi(optarg); break;
+    case 't': threads = atoi(optarg); break;
+    default: fprintf(stderr, "see the header of bench/train_step.c for the options\n"); return 2;
+    }
+  }
+  s.vit.mlp_hidden = 4 * s.vit.dim;
+  s.vit.pos_grid = 224 / s.vit.patch;
+  const struct ops *ops = backend_cpu();
+  ops->set_threads(threads);
+  struct dino_model *m = dino_model_create(ops, &s);
+  dino_model_init_weights(m, 40);
+  dino_model_plan(m, B, nl, G, L);
+  struct dino_loss loss;
+  dino_loss_init(&loss, ops, s.head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
+  struct optim o;
+  optim_init(&o, ops, &m->tt);
+
+  const size_t C = (size_t)s.vit.in_chans, ng = 2 * (size_t)B * C * G * G, nlc = (size_t)nl * B * C * L * L;
+  float *h = malloc((ng > nlc ? ng : nlc) * sizeof(float));
+  struct rng r;
+  rng_init(&r, 1, RNG_DOMAIN_TEST, 0, 0);
+  float *g = ops->alloc(ng * sizeof(float)), *l = ops->alloc((nlc ? nlc : 1) * sizeof(float));
+  for (size_t i = 0; i < ng; i++) h[i] = (float)rng_normal(&r);
+  ops->upload(g, h, ng * sizeof(float));
+  for (size_t i = 0; i < nlc; i++) h[i] = (float)rng_normal(&r);
+  ops->upload(l, h, nlc * sizeof(float));
+
+  const int Ng = 1 + (G / s.vit.patch) * (G / s.vit.patch), Nl = 1 + (L / s.vit.patch) * (L / s.vit.patch);
+  struct head_dims hd = s.head;
+  hd.in_dim = s.vit.dim;
+  const double fwd_s = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + vit_flops(&s.vit, (double)nl * B, Nl, Nl - 1) +
+                       head_flops(&hd, (2.0 + nl) * B);
+  const double fwd_t = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + head_flops(&hd, 2.0 * B);
+  const double flops = 3 * fwd_s + fwd_t; /* backward = 2 x forward */
+  printf("ViT D=%d depth=%d heads=%d p=%d C=%zu, head K=%d; B=%d, global %d (%d tokens) x2, local %d "
+         "(%d tokens) x%d; %zu parameters, activations %.1f MiB; %.1f GFLOP per step\n",
+         s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, B, G, Ng, L, Nl, nl,
+         tensors_numel(&m->tt), m->acts.size / 1048576.0, flops / 1e9);
+
+  double best = 1e300;
+  for (int it = 0; it <= steps; it++) {
+    struct ops_profile p;
+    ops->profile(NULL, 1);
+    struct dino_droppath dp = {40, (uint64_t)it, NULL};
+    const double t0 = wtime();
+    dino_model_forward(m, g, l, B, &dp);
+    const double t1 = wtime();
+    const double lv = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
+    dino_loss_update_center(&loss, B, 1, NULL, NULL);
+    const double t2 = wtime();
+    dino_model_backward(m, B, NULL, NULL);
+    const double t3 = wtime();
+    optim_clip(&o, m->grads, 3.0, NULL);
+    optim_step(&o, m->student, m->grads, 1e-4, 0.04, 0);
+    dino_model_ema(m, 0.996);
+    const double t4 = wtime();
+    ops->profile(&p, 0);
+    const double tot = t4 - t0;
+    printf("%s step %d: %.3f s (forward %.3f, loss %.3f, backward %.3f, optimizer+EMA %.3f) "
+           "GEMM %.1f%%, attention %.1f%%, other ops %.1f%%; %.1f GFLOP/s; %.2f images/s; loss %.4f\n",
+           it ? "" : "(warm-up)", it, tot, t1 - t0, t2 - t1, t3 - t2, t4 - t3,
+           100 * p.gemm_s / tot, 100 * p.attn_s / tot, 100 * p.other_s / tot, flops / tot / 1e9,
+           B / tot, lv);
+    if (it && tot < best) best = tot;
+  }
+  printf("best step %.3f s, %.1f GFLOP/s, %.2f images/s\n", best, flops / best / 1e9, B / best);
+  free(h);
+  ops->free(g);
+  ops->free(l);
+  optim_free(&o);
+  dino_loss_free(&loss);
+  dino_model_destroy(m);
+  return 0;
+}

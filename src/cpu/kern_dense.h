@@ -1,0 +1,237 @@
+/* kern_dense.h - template of the dense CPU kernels: Linear, patches, tokens, LayerNorm, GELU, residual.
+ *
+ * Included (no include guard) by kern_f32.c and kern_f64.c with R (element type), KN(name)
+ * (suffixing), KGEMM (cblas_sgemm / cblas_dgemm), KEXP, KERF and KSQRT defined.  Reductions
+ * accumulate in double whatever R is.  Loops that reduce over rows (bias and LayerNorm parameter
+ * gradients, token sums) are parallel over column blocks, so their results do not depend on the
+ * thread count. */
+
+#define KCOLBLK 64 /* columns per thread-block in column reductions */
+
+/* out[c] += sum_r a[r*lda + c], c < cols. */
+static void colsum_add(R *out, const R *a, int rows, int cols, size_t lda) {
+  const int nblk = (cols + KCOLBLK - 1) / KCOLBLK;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblk; blk++) {
+    const int c0 = blk * KCOLBLK, c1 = c0 + KCOLBLK < cols ? c0 + KCOLBLK : cols;
+    double acc[KCOLBLK] = {0};
+    for (int r = 0; r < rows; r++) {
+      const R *row = a + (size_t)r * lda;
+      for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
+    }
+    for (int c = c0; c < c1; c++) out[c] += (R)acc[c - c0];
+  }
+}
+
+/* The Linear GEMMs are split over the OpenMP team by rows of the output (each thread one
+ * single-threaded BLAS call on its block), so the backend uses one thread pool for everything and
+ * BLAS's own pool never competes with OpenMP's. */
+void KN(kern_linear_fwd)(R *y, const R *x, const R *w, const R *b, int M, int N, int K) {
+  if (M <= 0) return;
+  if (b) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++) memcpy(y + (size_t)r * N, b, (size_t)N * sizeof(R));
+  }
+  const int saved = cpu_blas_serial_begin();
+#pragma omp parallel
+  {
+    size_t m0, m1;
+    cpu_split((size_t)M, &m0, &m1);
+    if (m1 > m0)
+      KGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(m1 - m0), N, K, 1, x + m0 * K, K, w, K,
+            b ? 1 : 0, y + m0 * N, N);
+  }
+  cpu_blas_serial_end(saved);
+}
+
+void KN(kern_linear_bwd)(R *dx, R *dw, R *db, const R *dy, const R *x, const R *w, int M, int N,
+                         int K) {
+  if (M <= 0) return;
+  const int saved = cpu_blas_serial_begin();
+#pragma omp parallel
+  {
+    size_t lo, hi;
+    if (dx) { /* dx = dy w, by rows of dx */
+      cpu_split((size_t)M, &lo, &hi);
+      if (hi > lo)
+        KGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), K, N, 1, dy + lo * N, N, w,
+              K, 0, dx + lo * K, K);
+    }
+    if (dw) { /* dw += dy^T x, by rows of dw (columns of dy) */
+      cpu_split((size_t)N, &lo, &hi);
+      if (hi > lo)
+        KGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(hi - lo), K, M, 1, dy + lo, N, x, K, 1,
+              dw + lo * K, K);
+    }
+  }
+  cpu_blas_serial_end(saved);
+  if (db) colsum_add(db, dy, M, N, (size_t)N);
+}
+
+void KN(kern_matmul)(R *c, const R *a, const R *b, int M, int N, int K, int ta, int tb, R beta) {
+  if (M <= 0 || N <= 0) return;
+  KGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1,
+        a, ta ? M : K, b, tb ? K : N, beta, c, N);
+}
+
+void KN(kern_patchify)(R *cols, const R *img, int B, int C, int H, int W, int p) {
+  const int gh = H / p, gw = W / p;
+  const size_t np = (size_t)gh * gw, rowlen = (size_t)C * p * p, nrows = (size_t)B * np;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const size_t b = r / np, i = r % np;
+    const int gy = (int)(i / gw), gx = (int)(i % gw);
+    R *dst = cols + r * rowlen;
+    for (int c = 0; c < C; c++)
+      for (int ky = 0; ky < p; ky++) {
+        const R *src = img + (((b * C + c) * H + (size_t)gy * p + ky) * W + (size_t)gx * p);
+        memcpy(dst, src, (size_t)p * sizeof(R));
+        dst += p;
+      }
+  }
+}
+
+void KN(kern_tokens_fwd)(R *x, const R *patches, const R *cls, const R *pos, int B, int Np, int D) {
+  const size_t N = (size_t)Np + 1, nrows = (size_t)B * N;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const size_t b = r / N, j = r % N;
+    const R *src = j == 0 ? cls : patches + (b * Np + j - 1) * D;
+    const R *pr = pos + j * D;
+    R *xr = x + r * D;
+    for (int d = 0; d < D; d++) xr[d] = src[d] + pr[d];
+  }
+}
+
+void KN(kern_tokens_bwd)(R *dpatches, R *dcls, R *dpos, const R *dx, int B, int Np, int D) {
+  const size_t N = (size_t)Np + 1;
+  if (dpatches) {
+    const size_t nrows = (size_t)B * Np;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nrows; r++) {
+      const size_t b = r / Np, i = r % Np;
+      memcpy(dpatches + r * D, dx + (b * N + 1 + i) * D, (size_t)D * sizeof(R));
+    }
+  }
+  /* Position j's gradient is the sum over samples of token j's gradient (token 0 also feeds cls). */
+  const int nblk = (D + KCOLBLK - 1) / KCOLBLK;
+  const long njobs = (long)N * nblk;
+#pragma omp parallel for schedule(static)
+  for (long job = 0; job < njobs; job++) {
+    const size_t j = (size_t)(job / nblk);
+    const int c0 = (int)(job % nblk) * KCOLBLK, c1 = c0 + KCOLBLK < D ? c0 + KCOLBLK : D;
+    double acc[KCOLBLK] = {0};
+    for (int b = 0; b < B; b++) {
+      const R *row = dx + ((size_t)b * N + j) * D;
+      for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
+    }
+    for (int c = c0; c < c1; c++) {
+      dpos[j * D + c] += (R)acc[c - c0];
+      if (j == 0) dcls[c] += (R)acc[c - c0];
+    }
+  }
+}
+
+void KN(kern_layernorm_fwd)(R *y, R *mean, R *rstd, const R *x, int ldx, const R *g, const R *b,
+                            int rows, int D, double eps) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++) {
+    const R *xr = x + (size_t)r * ldx;
+    R *yr = y + (size_t)r * D;
+    double s = 0, ss = 0;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < D; d++) s += xr[d];
+    const double mu = s / D;
+#pragma omp simd reduction(+ : ss)
+    for (int d = 0; d < D; d++) {
+      const double t = xr[d] - mu;
+      ss += t * t;
+    }
+    const double rs = 1.0 / sqrt(ss / D + eps);
+    for (int d = 0; d < D; d++) yr[d] = (R)((xr[d] - mu) * rs) * g[d] + b[d];
+    if (mean) mean[r] = (R)mu;
+    if (rstd) rstd[r] = (R)rs;
+  }
+}
+
+void KN(kern_layernorm_bwd)(R *dx, R *dg, R *db, const R *dy, const R *x, int ldx, const R *mean,
+                            const R *rstd, const R *g, int rows, int D) {
+  /* dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g. */
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++) {
+    const R *xr = x + (size_t)r * ldx, *dyr = dy + (size_t)r * D;
+    R *dxr = dx + (size_t)r * ldx;
+    const double mu = mean[r], rs = rstd[r];
+    double a = 0, c = 0;
+#pragma omp simd reduction(+ : a, c)
+    for (int d = 0; d < D; d++) {
+      const double dxh = (double)dyr[d] * g[d];
+      a += dxh;
+      c += dxh * (xr[d] - mu) * rs;
+    }
+    a /= D;
+    c /= D;
+    for (int d = 0; d < D; d++) {
+      const double xh = (xr[d] - mu) * rs;
+      dxr[d] += (R)(rs * ((double)dyr[d] * g[d] - a - xh * c));
+    }
+  }
+  const int nblk = (D + KCOLBLK - 1) / KCOLBLK;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblk; blk++) {
+    const int c0 = blk * KCOLBLK, c1 = c0 + KCOLBLK < D ? c0 + KCOLBLK : D;
+    double ag[KCOLBLK] = {0}, ab[KCOLBLK] = {0};
+    for (int r = 0; r < rows; r++) {
+      const R *xr = x + (size_t)r * ldx, *dyr = dy + (size_t)r * D;
+      const double mu = mean[r], rs = rstd[r];
+      for (int c = c0; c < c1; c++) {
+        ag[c - c0] += (double)dyr[c] * ((xr[c] - mu) * rs);
+        ab[c - c0] += dyr[c];
+      }
+    }
+    for (int c = c0; c < c1; c++) {
+      if (dg) dg[c] += (R)ag[c - c0];
+      if (db) db[c] += (R)ab[c - c0];
+    }
+  }
+}
+
+void KN(kern_gelu_fwd)(R *y, const R *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const R v = x[i];
+    y[i] = v * (R)0.5 * ((R)1 + KERF(v * (R)M_SQRT1_2));
+  }
+}
+
+void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n) {
+  /* gelu'(x) = Phi(x) + x phi(x), Phi/phi the standard normal CDF/density. */
+  const R inv_sqrt_2pi = (R)0.39894228040143267794;
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const R v = x[i];
+    const R cdf = (R)0.5 * ((R)1 + KERF(v * (R)M_SQRT1_2));
+    const R pdf = inv_sqrt_2pi * KEXP((R)-0.5 * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+void KN(kern_residual_fwd)(R *y, const R *x, const R *f, const R *s, int B, int rps, int D) {
+  const size_t nrows = (size_t)B * rps;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const R sb = s ? s[r / rps] : (R)1;
+    const size_t o = r * D;
+    for (int d = 0; d < D; d++) y[o + d] = x[o + d] + sb * f[o + d];
+  }
+}
+
+void KN(kern_residual_bwd)(R *df, const R *dy, const R *s, int B, int rps, int D) {
+  const size_t nrows = (size_t)B * rps;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const R sb = s ? s[r / rps] : (R)1;
+    const size_t o = r * D;
+    for (int d = 0; d < D; d++) df[o + d] = sb * dy[o + d];
+  }
+}

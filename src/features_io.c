@@ -1,0 +1,374 @@
+/* features_io.c - writing and validated reading of the CLS features file features_EEEE.h5. */
+#include "build_config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "features_io.h"
+#include "fsutil.h"
+
+/* ---- Writing -------------------------------------------------------------------------------- */
+
+static hid_t vlen_string_type(void) {
+  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
+  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
+  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
+  return t;
+}
+
+static void write_dset(hid_t fid, const char *name, hid_t filetype, hid_t memtype, int rank,
+                       const hsize_t *dims, const void *data) {
+  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(rank, dims, NULL));
+  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(fid, name, filetype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  CHECK_H5(H5Dwrite(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  CHECK_H5(H5Dclose(d));
+  CHECK_H5(H5Sclose(sp));
+}
+
+static void write_strings(hid_t fid, const char *name, char *const *s, int64_t n) {
+  hid_t t = vlen_string_type();
+  hsize_t dims[1] = {(hsize_t)n};
+  write_dset(fid, name, t, t, 1, dims, s);
+  CHECK_H5(H5Tclose(t));
+}
+
+static void write_attr_string(hid_t obj, const char *name, const char *value) {
+  hid_t t = vlen_string_type();
+  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
+  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT));
+  CHECK_H5(H5Awrite(a, t, &value));
+  CHECK_H5(H5Aclose(a));
+  CHECK_H5(H5Sclose(sp));
+  CHECK_H5(H5Tclose(t));
+}
+
+static void write_attr_i64(hid_t obj, const char *name, int64_t value) {
+  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
+  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT));
+  CHECK_H5(H5Awrite(a, H5T_NATIVE_INT64, &value));
+  CHECK_H5(H5Aclose(a));
+  CHECK_H5(H5Sclose(sp));
+}
+
+void features_write(const char *path, const struct features *f) {
+  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
+  char tmp[4096];
+  fs_atomic_begin(path, tmp, sizeof tmp);
+  hid_t fid = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
+  hsize_t d1[1] = {(hsize_t)f->n};
+  write_dset(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
+  write_dset(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
+  write_dset(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
+  write_strings(fid, "paths", f->paths, f->n);
+  write_strings(fid, "class_names", f->class_names, f->nclasses);
+  write_attr_string(fid, "format", FEATURES_FORMAT);
+  write_attr_i64(fid, "version", FEATURES_VERSION);
+  write_attr_string(fid, "checkpoint", f->checkpoint);
+  write_attr_string(fid, "checkpoint_key", f->checkpoint_key);
+  write_attr_i64(fid, "epoch", f->epoch);
+  CHECK_H5(H5Fclose(fid));
+  fs_atomic_commit(tmp, path);
+}
+
+/* ---- Reading -------------------------------------------------------------------------------- */
+
+SCD_NORETURN SCD_PRINTF(2, 3) static void bad(const char *path, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  scd_fatal(SCD_EXIT_DATA, "features file %s: %s", path, msg);
+}
+
+/* Open a dataset that must exist, with the expected rank and type class; dims gets its shape. */
+static hid_t open_dset(hid_t fid, const char *path, const char *name, int rank, H5T_class_t cls,
+                       const char *what, hsize_t *dims) {
+  if (H5Lexists(fid, name, H5P_DEFAULT) <= 0) bad(path, "missing dataset '%s'", name);
+  hid_t d = H5Dopen2(fid, name, H5P_DEFAULT);
+  if (d < 0) bad(path, "'%s' is not a dataset", name);
+  hid_t t = (hid_t)CHECK_H5(H5Dget_type(d));
+  H5T_class_t c = H5Tget_class(t);
+  CHECK_H5(H5Tclose(t));
+  if (c != cls) bad(path, "dataset '%s' must hold %s", name, what);
+  hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
+  int r = H5Sget_simple_extent_ndims(sp);
+  if (r != rank) bad(path, "dataset '%s' has %d dimension%s, expected %d", name, r, r == 1 ? "" : "s", rank);
+  CHECK_H5(H5Sget_simple_extent_dims(sp, dims, NULL));
+  CHECK_H5(H5Sclose(sp));
+  return d;
+}
+
+static void read_dset(hid_t d, hid_t memtype, void *buf, const char *path, const char *name) {
+  if (H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+    bad(path, "cannot read dataset '%s' (damaged file, or values that do not fit the type)", name);
+}
+
+/* A 1-D string dataset (variable or fixed length) as n malloc'd C strings. */
+static char **read_strings(hid_t fid, const char *path, const char *name, hsize_t *n) {
+  hid_t d = open_dset(fid, path, name, 1, H5T_STRING, "strings", n);
+  hid_t ft = (hid_t)CHECK_H5(H5Dget_type(d));
+  size_t count = (size_t)*n;
+  char **out = xcalloc(count ? count : 1, sizeof *out);
+  if (H5Tis_variable_str(ft) > 0) {
+    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
+    CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
+    CHECK_H5(H5Tset_cset(mt, H5Tget_cset(ft)));
+    char **raw = xcalloc(count ? count : 1, sizeof *raw);
+    read_dset(d, mt, raw, path, name);
+    for (size_t i = 0; i < count; i++) out[i] = xstrdup(raw[i] ? raw[i] : "");
+    hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
+    CHECK_H5(H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, raw));
+    CHECK_H5(H5Sclose(sp));
+    free(raw);
+    CHECK_H5(H5Tclose(mt));
+  } else {
+    size_t sz = H5Tget_size(ft);
+    if (sz == 0) bad(path, "dataset '%s' has zero-length strings", name);
+    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(ft));
+    char *raw = xmalloc(MUL_SIZE(count ? count : 1, sz));
+    read_dset(d, mt, raw, path, name);
+    for (size_t i = 0; i < count; i++) {
+      const char *s = raw + i * sz;
+      size_t len = strnlen(s, sz);
+      while (len > 0 && s[len - 1] == ' ') len--; /* space-padded strings (Fortran style) */
+      out[i] = xmalloc(len + 1);
+      memcpy(out[i], s, len);
+      out[i][len] = '\0';
+    }
+    free(raw);
+    CHECK_H5(H5Tclose(mt));
+  }
+  CHECK_H5(H5Tclose(ft));
+  CHECK_H5(H5Dclose(d));
+  return out;
+}
+
+static hid_t open_attr(hid_t fid, const char *path, const char *name, H5T_class_t cls, const char *what) {
+  if (H5Aexists(fid, name) <= 0) bad(path, "missing root attribute '%s'", name);
+  hid_t a = (hid_t)CHECK_H5(H5Aopen(fid, name, H5P_DEFAULT));
+  hid_t t = (hid_t)CHECK_H5(H5Aget_type(a));
+  H5T_class_t c = H5Tget_class(t);
+  CHECK_H5(H5Tclose(t));
+  hid_t sp = (hid_t)CHECK_H5(H5Aget_space(a));
+  hssize_t npts = H5Sget_simple_extent_npoints(sp);
+  CHECK_H5(H5Sclose(sp));
+  if (c != cls || npts != 1) bad(path, "root attribute '%s' must be a single %s", name, what);
+  return a;
+}
+
+static void read_attr_string(hid_t fid, const char *path, const char *name, char *buf, size_t n) {
+  hid_t a = open_attr(fid, path, name, H5T_STRING, "string");
+  hid_t ft = (hid_t)CHECK_H5(H5Aget_type(a));
+  if (H5Tis_variable_str(ft) > 0) {
+    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
+    CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
+    CHECK_H5(H5Tset_cset(mt, H5Tget_cset(ft))); /* HDF5 converts no character sets */
+    char *s = NULL;
+    if (H5Aread(a, mt, &s) < 0) bad(path, "cannot read root attribute '%s'", name);
+    snprintf(buf, n, "%s", s ? s : "");
+    H5free_memory(s);
+    CHECK_H5(H5Tclose(mt));
+  } else {
+    size_t sz = H5Tget_size(ft);
+    char *raw = xcalloc(sz + 1, 1);
+    if (H5Aread(a, ft, raw) < 0) bad(path, "cannot read root attribute '%s'", name);
+    size_t len = strnlen(raw, sz);
+    while (len > 0 && raw[len - 1] == ' ') len--;
+    raw[len] = '\0';
+    snprintf(buf, n, "%s", raw);
+    free(raw);
+  }
+  CHECK_H5(H5Tclose(ft));
+  CHECK_H5(H5Aclose(a));
+}
+
+static int64_t read_attr_i64(hid_t fid, const char *path, const char *name) {
+  hid_t a = open_attr(fid, path, name, H5T_INTEGER, "integer");
+  int64_t v = 0;
+  if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0) bad(path, "cannot read root attribute '%s'", name);
+  CHECK_H5(H5Aclose(a));
+  return v;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Values the kNN relies on (labels were range-checked while reading): a unique non-negative
+ * index, finite unit-length rows. */
+static void validate(const char *path, const struct features *f) {
+  for (int64_t i = 0; i < f->n; i++)
+    if (f->index[i] < 0) bad(path, "index[%" PRId64 "] = %" PRId64 " is negative", i, f->index[i]);
+  int64_t *sorted = xmalloc(MUL_SIZE((size_t)f->n, sizeof *sorted));
+  memcpy(sorted, f->index, (size_t)f->n * sizeof *sorted);
+  qsort(sorted, (size_t)f->n, sizeof *sorted, cmp_i64);
+  for (int64_t i = 1; i < f->n; i++)
+    if (sorted[i] == sorted[i - 1]) {
+      int64_t v = sorted[i], first = -1, second = -1;
+      for (int64_t r = 0; r < f->n && second < 0; r++)
+        if (f->index[r] == v) {
+          if (first < 0)
+            first = r;
+          else
+            second = r;
+        }
+      free(sorted);
+      bad(path, "index value %" PRId64 " appears twice (rows %" PRId64 " and %" PRId64 ")", v, first, second);
+    }
+  free(sorted);
+  for (int64_t i = 0; i < f->n; i++) {
+    const float *row = f->x + (size_t)i * (size_t)f->d;
+    double ss = 0;
+    for (int j = 0; j < f->d; j++) {
+      if (!isfinite(row[j]))
+        bad(path, "features[%" PRId64 ", %d] is %s (row of sample index %" PRId64 ")", i, j,
+            isnan(row[j]) ? "NaN" : "infinite", f->index[i]);
+      ss += (double)row[j] * (double)row[j];
+    }
+    double norm = sqrt(ss);
+    if (fabs(norm - 1.0) > FEATURES_NORM_TOL)
+      bad(path, "row %" PRId64 " of 'features' has length %.6g; rows must be L2-normalised", i, norm);
+  }
+}
+
+void features_read(const char *path, struct features *f) {
+  memset(f, 0, sizeof *f);
+  if (!fs_exists(path)) bad(path, "no such file");
+  htri_t is = H5Fis_hdf5(path);
+  if (is <= 0) bad(path, "not an HDF5 file (or it cannot be read)");
+  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (fid < 0) bad(path, "cannot open the HDF5 file");
+
+  char fmt[256];
+  read_attr_string(fid, path, "format", fmt, sizeof fmt);
+  if (strcmp(fmt, FEATURES_FORMAT) != 0)
+    bad(path, "format attribute is '%s', expected '%s' (not a scdino features file)", fmt, FEATURES_FORMAT);
+  int64_t version = read_attr_i64(fid, path, "version");
+  if (version != FEATURES_VERSION)
+    bad(path, "format version %" PRId64 " is not supported (this scdino reads version %d)", version,
+        FEATURES_VERSION);
+  read_attr_string(fid, path, "checkpoint", f->checkpoint, sizeof f->checkpoint);
+  read_attr_string(fid, path, "checkpoint_key", f->checkpoint_key, sizeof f->checkpoint_key);
+  f->epoch = read_attr_i64(fid, path, "epoch");
+
+  hsize_t dx[2], dl[1], di[1], dp[1], dc[1];
+  hid_t xs = open_dset(fid, path, "features", 2, H5T_FLOAT, "floating-point values", dx);
+  hid_t ls = open_dset(fid, path, "labels", 1, H5T_INTEGER, "integers", dl);
+  hid_t is_ = open_dset(fid, path, "index", 1, H5T_INTEGER, "integers", di);
+  if (dx[0] == 0 || dx[1] == 0)
+    bad(path, "dataset 'features' is empty (%llu x %llu)", (unsigned long long)dx[0], (unsigned long long)dx[1]);
+  if (dx[1] > 1000000) bad(path, "dataset 'features' has %llu columns; that is not a feature dimension",
+                           (unsigned long long)dx[1]);
+  if (dl[0] != dx[0])
+    bad(path, "'labels' has %llu rows but 'features' has %llu", (unsigned long long)dl[0], (unsigned long long)dx[0]);
+  if (di[0] != dx[0])
+    bad(path, "'index' has %llu rows but 'features' has %llu", (unsigned long long)di[0], (unsigned long long)dx[0]);
+  f->n = (int64_t)dx[0];
+  f->d = (int)dx[1];
+  size_t n = (size_t)f->n;
+
+  f->class_names = read_strings(fid, path, "class_names", dc);
+  f->nclasses = (int)dc[0];
+  if (dc[0] == 0 || dc[0] > 1000000) bad(path, "'class_names' holds %llu names", (unsigned long long)dc[0]);
+  f->paths = read_strings(fid, path, "paths", dp);
+  if (dp[0] != dx[0])
+    bad(path, "'paths' has %llu rows but 'features' has %llu", (unsigned long long)dp[0], (unsigned long long)dx[0]);
+
+  f->x = xmalloc(MUL_SIZE(MUL_SIZE(n, (size_t)f->d), sizeof(float)));
+  read_dset(xs, H5T_NATIVE_FLOAT, f->x, path, "features");
+  int64_t *lab64 = xmalloc(MUL_SIZE(n, sizeof(int64_t)));
+  read_dset(ls, H5T_NATIVE_INT64, lab64, path, "labels");
+  f->labels = xmalloc(MUL_SIZE(n, sizeof(int32_t)));
+  for (size_t i = 0; i < n; i++) {
+    if (lab64[i] < 0 || lab64[i] >= f->nclasses)
+      bad(path, "labels[%zu] = %" PRId64 " is outside 0..%d (%d class names)", i, lab64[i], f->nclasses - 1,
+          f->nclasses);
+    f->labels[i] = (int32_t)lab64[i];
+  }
+  free(lab64);
+  f->index = xmalloc(MUL_SIZE(n, sizeof(int64_t)));
+  read_dset(is_, H5T_NATIVE_INT64, f->index, path, "index");
+  CHECK_H5(H5Dclose(xs));
+  CHECK_H5(H5Dclose(ls));
+  CHECK_H5(H5Dclose(is_));
+  CHECK_H5(H5Fclose(fid));
+  validate(path, f);
+}
+
+void features_free(struct features *f) {
+  if (f->paths)
+    for (int64_t i = 0; i < f->n; i++) free(f->paths[i]);
+  if (f->class_names)
+    for (int c = 0; c < f->nclasses; c++) free(f->class_names[c]);
+  free(f->paths);
+  free(f->class_names);
+  free(f->x);
+  free(f->labels);
+  free(f->index);
+  memset(f, 0, sizeof *f);
+}
+
+void features_l2_normalize(float *x, int64_t n, int d) {
+  for (int64_t i = 0; i < n; i++) {
+    float *row = x + (size_t)i * (size_t)d;
+    double ss = 0;
+    for (int j = 0; j < d; j++) ss += (double)row[j] * (double)row[j];
+    double norm = sqrt(ss);
+    double s = 1.0 / (norm > 1e-12 ? norm : 1e-12);
+    for (int j = 0; j < d; j++) row[j] = (float)((double)row[j] * s);
+  }
+}
+
+void features_filename(char *buf, size_t n, int64_t epoch) {
+  snprintf(buf, n, "features_%04" PRId64 ".h5", epoch);
+}
+
+/* "features_<digits>.h5" -> epoch, else -1. */
+static int64_t parse_name(const char *name) {
+  const char *pre = "features_";
+  size_t lp = strlen(pre);
+  if (strncmp(name, pre, lp) != 0) return -1;
+  const char *p = name + lp;
+  int64_t e = 0;
+  int digits = 0;
+  while (*p >= '0' && *p <= '9') {
+    if (e > (INT64_MAX - 9) / 10) return -1;
+    e = e * 10 + (*p - '0');
+    p++;
+    digits++;
+  }
+  if (digits == 0 || strcmp(p, ".h5") != 0) return -1;
+  return e;
+}
+
+int features_find_latest(const char *run_dir, char *path, size_t n, int64_t *epoch) {
+  DIR *dir = opendir(run_dir);
+  if (!dir) return -1;
+  int64_t best = -1;
+  char bestname[512] = "";
+  struct dirent *de;
+  while ((de = readdir(dir)) != NULL) {
+    int64_t e = parse_name(de->d_name);
+    /* Same epoch written with more zero padding: keep the first name in byte order. */
+    if (e > best || (e == best && e >= 0 && strcmp(de->d_name, bestname) < 0)) {
+      best = e;
+      snprintf(bestname, sizeof bestname, "%s", de->d_name);
+    }
+  }
+  closedir(dir);
+  if (best < 0) return -1;
+  fs_join(path, n, run_dir, bestname);
+  *epoch = best;
+  return 0;
+}

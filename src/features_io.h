@@ -1,0 +1,60 @@
+/* features_io.h - the CLS features file run_dir/features_EEEE.h5: writing, reading, validation.
+ *
+ * Layout (DESIGN.md section 4), all readable with h5py / h5dump:
+ *   features     float32 [N, D]   L2-normalised CLS rows of the chosen network
+ *   labels       int32   [N]      class number, 0 <= label < number of class names
+ *   paths        string  [N]      source image path (relative to the TIFF tree)
+ *   index        int64   [N]      global sample index in the shard set (unique, >= 0)
+ *   class_names  string  [C]
+ *   root attributes: format = "scdino-features", version = 1, checkpoint (string), epoch (int64),
+ *   checkpoint_key ("teacher" | "student").
+ * Strings are written as variable-length UTF-8; fixed-length strings are accepted on reading.
+ * Features and labels travel in one file, so rows can never be misaligned (upstream writes two
+ * CSV files and aligns them by replaying an RNG). */
+#ifndef SCDINO_FEATURES_IO_H
+#define SCDINO_FEATURES_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FEATURES_FORMAT "scdino-features"
+#define FEATURES_VERSION 1
+/* Largest tolerated | ||row|| - 1 | on reading: rows are stored L2-normalised. */
+#define FEATURES_NORM_TOL 1e-3
+
+struct features {
+  int64_t n;            /* rows */
+  int d;                /* feature dimension */
+  int nclasses;         /* number of class names */
+  float *x;             /* [n][d] */
+  int32_t *labels;      /* [n] */
+  int64_t *index;       /* [n] */
+  char **paths;         /* [n] */
+  char **class_names;   /* [nclasses] */
+  char checkpoint[1024];    /* the checkpoint the features come from */
+  char checkpoint_key[64];  /* "teacher" or "student" */
+  int64_t epoch;            /* epoch of that checkpoint */
+};
+
+/* Write f to path atomically (temporary name, fsync, rename).  Not collective: one rank writes.
+ * The caller's rows must already be L2-normalised (features_l2_normalize). */
+void features_write(const char *path, const struct features *f);
+
+/* Read and validate path into f (every array malloc'd; features_free releases them).  Anything
+ * wrong - not HDF5, wrong format or version, a missing dataset or attribute, shapes that disagree,
+ * labels outside the class list, a duplicate or negative index, non-finite values, rows that are
+ * not unit length - ends the job with SCD_EXIT_DATA and a message naming the file and the item. */
+void features_read(const char *path, struct features *f);
+void features_free(struct features *f);
+
+/* Scale each of the n rows of x [n][d] to unit Euclidean length (a zero row stays zero), as
+ * torch.nn.functional.normalize(x, dim=1, p=2) does (eps 1e-12). */
+void features_l2_normalize(float *x, int64_t n, int d);
+
+/* "features_EEEE.h5" for an epoch (four digits, more when the epoch needs them). */
+void features_filename(char *buf, size_t n, int64_t epoch);
+/* Find the newest run_dir/features_EEEE.h5 by epoch number.  Returns 0 and fills path (size n)
+ * and *epoch, or -1 if there is none. */
+int features_find_latest(const char *run_dir, char *path, size_t n, int64_t *epoch);
+
+#endif

@@ -1,0 +1,34 @@
+/* imagefolder.h - the file list of a TIFF tree in torchvision ImageFolder order.
+ *
+ * Classes are the sorted names of the first-level sub-directories of the root (symbolic links
+ * followed).  Within a class, directories are visited in the order of sorted(os.walk(class_dir,
+ * followlinks=True)) - sorted by their full path string, not depth first - and the files of each
+ * directory in sorted name order.  Sorting is by bytes, which for UTF-8 names is Python's code-point
+ * order.  Files ending in .tif or .tiff (any case) are kept. */
+#ifndef SCDINO_IMAGEFOLDER_H
+#define SCDINO_IMAGEFOLDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct imagefolder {
+  int nclasses;
+  char **classes;
+  int64_t n;
+  char **paths;      /* relative to the root: "class/sub/file.tif" */
+  int32_t *labels;
+  int64_t n_other;   /* files torchvision's ImageFolder would take but that are not TIFF (.png ...) */
+  char other_example[4096];
+};
+
+/* Scan root; a missing root, one without class folders, or a class without TIFF files ends the
+ * job (SCD_EXIT_DATA) with the folder named. */
+void imagefolder_scan(const char *root, struct imagefolder *f);
+void imagefolder_free(struct imagefolder *f);
+/* FNV-1a 64 over class names and relative paths: "is this the same file list?" */
+uint64_t imagefolder_hash(const struct imagefolder *f);
+/* Flatten to one buffer and back, for broadcasting from rank 0. */
+char *imagefolder_pack(const struct imagefolder *f, size_t *bytes);
+void imagefolder_unpack(const char *buf, size_t bytes, struct imagefolder *f);
+
+#endif
