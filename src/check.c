@@ -15,19 +15,25 @@
 
 #include "check.h"
 
-#define MAX_TMPFILES 64
-static char *tmpfiles[MAX_TMPFILES];
+/* Growable list: prepare may hold one unfinished shard per rank and thread, checkpoints one more. */
+static char **tmpfiles;
+static size_t ntmp, captmp;
 
 void scd_tmpfile_register(const char *path) {
-  for (int i = 0; i < MAX_TMPFILES; i++)
+  for (size_t i = 0; i < ntmp; i++)
     if (!tmpfiles[i]) {
-      tmpfiles[i] = strdup(path);
+      tmpfiles[i] = scd_strdup(path, __FILE__, __LINE__);
       return;
     }
+  if (ntmp == captmp) {
+    captmp = captmp ? 2 * captmp : 16;
+    tmpfiles = scd_realloc(tmpfiles, captmp * sizeof *tmpfiles, __FILE__, __LINE__);
+  }
+  tmpfiles[ntmp++] = scd_strdup(path, __FILE__, __LINE__);
 }
 
 void scd_tmpfile_unregister(const char *path) {
-  for (int i = 0; i < MAX_TMPFILES; i++)
+  for (size_t i = 0; i < ntmp; i++)
     if (tmpfiles[i] && strcmp(tmpfiles[i], path) == 0) {
       free(tmpfiles[i]);
       tmpfiles[i] = NULL;
@@ -35,7 +41,7 @@ void scd_tmpfile_unregister(const char *path) {
 }
 
 void scd_tmpfile_remove_all(void) {
-  for (int i = 0; i < MAX_TMPFILES; i++)
+  for (size_t i = 0; i < ntmp; i++)
     if (tmpfiles[i]) {
       unlink(tmpfiles[i]);
       free(tmpfiles[i]);
@@ -144,8 +150,8 @@ void scd_check_mpi_fail(int err, const char *expr, const char *file, int line) {
   scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
 }
 
-/* Walk the HDF5 error stack and keep the innermost description: it names the real cause
- * ("unable to open file", "file signature not found", ...). */
+/* Walk the HDF5 error stack upward (innermost first) and keep that first description: it names
+ * the real cause ("file signature not found") rather than the API-level "unable to open file". */
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
   char *out = data;
   if (n == 0 && e->desc) snprintf(out, 512, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
@@ -155,7 +161,7 @@ static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
 long long scd_check_h5(long long ret, const char *expr, const char *file, int line) {
   if (ret >= 0) return ret;
   char msg[512] = "HDF5 call failed";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk, msg);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, msg);
   scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
 }
 
