@@ -125,9 +125,9 @@ double t_h5_attr(const char *file, const char *name) {
 }
 
 const char *t_scratch_dir(const char *test_name) {
-  static char path[4096];
+  static char path[1024];
   snprintf(path, sizeof path, "scratch/%s", test_name);
-  char cmd[4200];
+  char cmd[2 * sizeof path + 64];
   snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
   if (system(cmd) != 0) {
     fprintf(stderr, "test: cannot create %s\n", path);
