@@ -14,8 +14,8 @@ struct calc_entry {
 };
 
 static const struct calc_entry calcs[] = {
-    {"prepare", prepare_run}, {"train", NULL}, {"features", NULL},
-    {"knn", knn_run},     {"attention", NULL}, {"pipeline", NULL},
+    {"prepare", prepare_run}, {"train", train_run}, {"features", features_run},
+    {"knn", knn_run},     {"attention", attention_run}, {"pipeline", pipeline_run},
 };
 
 int calc_run(const struct config *cfg) {

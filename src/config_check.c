@@ -151,7 +151,8 @@ static void check_calculation_needs(const struct checker *c) {
   const struct cfg_key *calc = config_key("control", "calculation");
   if (bad(c, calc)) return;
   const struct cfg_key *tiff = config_key("data", "tiff_dir");
-  if (!bad(c, tiff) && calc_is(cfg, "prepare", "pipeline") && cfg->data.tiff_dir[0] == '\0')
+  /* pipeline needs it only when the shards are missing, which pipeline_run checks itself */
+  if (!bad(c, tiff) && calc_is(cfg, "prepare", "prepare") && cfg->data.tiff_dir[0] == '\0')
     report(c, calc, NULL, "calculation = '%s' needs tiff_dir in &data (the TIFF tree to convert)",
            cfg->control.calculation);
   const struct cfg_key *stats = config_key("data", "stats_fraction");

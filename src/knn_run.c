@@ -10,6 +10,7 @@
 
 #include "calc.h"
 #include "check.h"
+#include "cls_features.h"
 #include "comm.h"
 #include "features_io.h"
 #include "fsutil.h"
@@ -90,6 +91,24 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
   free(px);
 }
 
+/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows. */
+static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
+                                 const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
+  double t0 = wtime();
+  int d = 0;
+  char why[1200];
+  float *x = features_random_init(cfg, f, fpath, &d, why, sizeof why);
+  if (!x) {
+    log_warn("random-init kNN baseline left out: %s", why);
+    add_note(rep, "  note     : random-init baseline left out (%s)\n", why);
+    return;
+  }
+  char label[64];
+  snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
+  add_set(rep, "random_init", label, x, d, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  free(x);
+}
+
 int knn_run(const struct config *cfg) {
   const int nk = cfg->knn.n_k;
   if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
@@ -143,9 +162,12 @@ int knn_run(const struct config *cfg) {
       log_warn("k = %" PRId64 " exceeds the %" PRId64 " reference rows; clamped to %" PRId64, k[j], n_train,
                rep.sets[0].res.k_used[j]);
 
-  /* Further baselines (e.g. a randomly initialised network of the same architecture) are one
-   * add_set call each, with their features for the rows of f. */
-  if (cfg->knn.baselines) raw_pixel_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+  /* Baselines on the same rows: raw pixels, and a randomly initialised network of the checkpoint's
+   * architecture (cls_features.h).  A further one is one add_set call. */
+  if (cfg->knn.baselines) {
+    raw_pixel_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+    random_init_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+  }
 
   if (comm_rank() == 0) {
     if (log_verbosity() >= 1) {

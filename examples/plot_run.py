@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""plot_run.py - pictures of a scdino run directory, written to RUN_DIR/plots/.
+
+    python3 examples/plot_run.py RUN_DIR [--features FILE] [--embedding auto|umap|tsne]
+                                 [--max-points N] [--attention-images N] [--out DIR]
+
+  loss.png        training loss, learning rate and weight decay per epoch (RUN_DIR/log.txt)
+  embedding.png   2-D embedding of the CLS features coloured by class: UMAP when umap-learn is
+                  installed (n_neighbors 15, min_dist 0.1, as upstream's plot_in_2D.py), otherwise
+                  t-SNE from scikit-learn (the newest RUN_DIR/features_EEEE.h5, or --features)
+  knn.png         kNN: confusion matrix of the trained features at the report's k (row-normalised,
+                  counts written in the cells) and Top-1 accuracy against k for every feature set
+                  (RUN_DIR/knn.h5)
+  attention.png   attention overlays: for each image (every class's first before any second), its
+                  input channels as a grey mean, and over it the mean over heads and each head's
+                  CLS-to-patch map (RUN_DIR/attention.h5, the larger image size)
+
+Needs h5py, numpy and matplotlib (Debian: apt-get install python3-h5py python3-matplotlib
+python3-sklearn; run it with /usr/bin/python3 there).  Plots whose input file is missing are left
+out with a note; the exit status is 1 only when nothing could be drawn.  Files are written under a
+temporary name and renamed, so a plot is either complete or absent.
+"""
+import argparse
+import colorsys
+import json
+import os
+import re
+import sys
+
+import h5py
+import numpy as np
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def save(fig, out_dir, name):
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    tmp = path + ".tmp.%d.png" % os.getpid()
+    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    print("wrote", path)
+
+
+def class_colours(n):
+    """matplotlib's qualitative tab10 / tab20 up to 20 classes (neighbouring classes stay apart);
+    beyond that seaborn's 'hls' palette that upstream's UMAP plot uses (hues evenly spaced,
+    lightness 0.6, saturation 0.65)."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    if n <= 20:
+        return [plt.get_cmap("tab20")(i) for i in range(n)]
+    return [colorsys.hls_to_rgb((i / n + 0.01) % 1.0, 0.6, 0.65) for i in range(n)]
+
+
+# ---- loss / lr ------------------------------------------------------------------------------------
+def plot_loss(run_dir, out_dir):
+    path = os.path.join(run_dir, "log.txt")
+    if not os.path.exists(path):
+        print("note: no", path, "- loss plot left out")
+        return False
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    rows = [r for r in rows if "epoch" in r]
+    if not rows:
+        print("note:", path, "holds no epochs - loss plot left out")
+        return False
+    ep = np.array([r["epoch"] for r in rows])
+    val = lambda key: np.array([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
+    loss, lr, wd = val("train_loss"), val("train_lr"), val("train_wd")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    a.plot(ep, loss, "o-", color="C0", ms=4)
+    a.set_xlabel("epoch")
+    a.set_ylabel("DINO loss (epoch mean)")
+    a.set_title("training loss")
+    a.grid(alpha=0.3)
+    b.plot(ep, lr, "o-", color="C1", ms=4, label="learning rate")
+    b.set_xlabel("epoch")
+    b.set_ylabel("learning rate (epoch mean)", color="C1")
+    b.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    b.grid(alpha=0.3)
+    c = b.twinx()
+    c.plot(ep, wd, "s--", color="C2", ms=3, label="weight decay")
+    c.set_ylabel("weight decay (epoch mean)", color="C2")
+    b.set_title("schedules")
+    if len(ep) < 12:
+        for ax in (a, b):
+            ax.set_xticks(ep)
+    fig.suptitle(os.path.abspath(run_dir), fontsize=8, y=1.02)
+    save(fig, out_dir, "loss.png")
+    return True
+
+
+# ---- 2-D embedding ------------------------------------------------------------------------------
+def newest_features(run_dir):
+    best, best_e = None, -1
+    for name in os.listdir(run_dir):
+        m = re.fullmatch(r"features_(\d+)\.h5", name)
+        if m and int(m.group(1)) > best_e:
+            best, best_e = os.path.join(run_dir, name), int(m.group(1))
+    return best
+
+
+def embed(x, method, seed=42):
+    if method in ("auto", "umap"):
+        try:
+            import umap  # umap-learn
+
+            n_neighbors = min(15, len(x) - 1)
+            return umap.UMAP(n_neighbors=n_neighbors, min_dist=0.1, random_state=seed).fit_transform(x), "UMAP"
+        except ImportError:
+            if method == "umap":
+                raise SystemExit("umap-learn is not installed (pip install umap-learn), or use --embedding tsne")
+    from sklearn.manifold import TSNE
+
+    perplexity = max(2.0, min(30.0, (len(x) - 1) / 3.0))
+    tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed)
+    return tsne.fit_transform(x), "t-SNE (perplexity %g)" % perplexity
+
+
+def plot_embedding(run_dir, out_dir, features, method, max_points):
+    path = features or newest_features(run_dir)
+    if not path or not os.path.exists(path):
+        print("note: no features file in", run_dir, "- embedding left out")
+        return False
+    with h5py.File(path, "r") as f:
+        x = f["features"][:].astype(np.float64)
+        labels = f["labels"][:]
+        names = [text(c) for c in f["class_names"][:]]
+        key, epoch = text(f.attrs.get("checkpoint_key", "")), int(f.attrs.get("epoch", -1))
+    if len(x) < 5:
+        print("note:", path, "has only", len(x), "rows - embedding left out")
+        return False
+    if max_points and len(x) > max_points:
+        keep = np.sort(np.random.default_rng(0).choice(len(x), max_points, replace=False))
+        x, labels = x[keep], labels[keep]
+    xy, how = embed(x, method)
+    colours = class_colours(len(names))
+    fig, ax = plt.subplots(figsize=(7, 6))
+    for c, name in enumerate(names):
+        sel = labels == c
+        if sel.any():
+            ax.scatter(xy[sel, 0], xy[sel, 1], s=14, alpha=0.9, color=colours[c], label="%s (%d)" % (name, sel.sum()),
+                       edgecolors="none")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title("%s of %d CLS features (%s, epoch %d)\n%s" % (how, len(x), key, epoch, os.path.basename(path)),
+                 fontsize=10)
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, markerscale=1.5)
+    save(fig, out_dir, "embedding.png")
+    return True
+
+
+# ---- kNN ----------------------------------------------------------------------------------------
+def plot_knn(run_dir, out_dir):
+    path = os.path.join(run_dir, "knn.h5")
+    if not os.path.exists(path):
+        print("note: no", path, "- kNN plot left out")
+        return False
+    with h5py.File(path, "r") as f:
+        ks = f["k"][:]
+        names = [text(c) for c in f["class_names"][:]]
+        table_k = int(f.attrs.get("table_k", ks[0]))
+        j = int(np.argmax(ks == table_k)) if (ks == table_k).any() else 0
+        cm = f["trained/confusion"][j].astype(float)
+        sets = [(g, ("trained: " if g == "trained" else "") + text(f[g].attrs.get("label", g)), f[g + "/top1"][:])
+                for g in ("trained", "raw_pixels", "random_init") if g in f]
+        n_test = int(f.attrs.get("n_test", cm.sum()))
+    C = len(names)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6 + 0.45 * C + 4.5, 1.6 + 0.45 * C), gridspec_kw={"width_ratios": [1.25, 1]})
+    rows = cm.sum(axis=1, keepdims=True)
+    frac = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
+    im = a.imshow(frac, cmap="Blues", vmin=0, vmax=1)
+    for t in range(C):
+        for p in range(C):
+            if cm[t, p]:
+                a.text(p, t, "%d" % cm[t, p], ha="center", va="center", fontsize=8,
+                       color="white" if frac[t, p] > 0.6 else "black")
+    a.set_xticks(range(C))
+    a.set_yticks(range(C))
+    a.set_xticklabels(names, rotation=45, ha="right")
+    a.set_yticklabels(names)
+    a.set_xlabel("predicted class")
+    a.set_ylabel("true class")
+    acc = 100.0 * np.trace(cm) / max(cm.sum(), 1)
+    a.set_title("trained features, k = %d: Top-1 %.1f %% of %d test rows" % (table_k, acc, n_test), fontsize=10)
+    fig.colorbar(im, ax=a, fraction=0.046, pad=0.04, label="fraction of the true class")
+    for i, (g, label, top1) in enumerate(sets):
+        b.plot(ks, top1, "o-", color="C%d" % i, label=label)
+    b.set_xscale("log")
+    b.set_xticks(ks)
+    b.set_xticklabels([str(k) for k in ks])
+    b.minorticks_off()
+    b.set_xlabel("k (neighbours)")
+    b.set_ylabel("Top-1 accuracy (%)")
+    b.set_ylim(0, 100)
+    b.axhline(100.0 / C, color="0.6", lw=0.8, ls=":", label="chance (1/%d)" % C)
+    b.grid(alpha=0.3)
+    b.legend(fontsize=8)
+    b.set_title("weighted kNN, Top-1 per k", fontsize=10)
+    fig.tight_layout()
+    save(fig, out_dir, "knn.png")
+    return True
+
+
+# ---- attention ----------------------------------------------------------------------------------
+def plot_attention(run_dir, out_dir, max_images):
+    path = os.path.join(run_dir, "attention.h5")
+    if not os.path.exists(path):
+        print("note: no", path, "- attention plot left out")
+        return False
+    with h5py.File(path, "r") as f:
+        sizes = [int(s) for s in f.attrs["sizes"]]
+        g = f["size_%d" % max(sizes)]
+        maps, imgs = g["maps"][:], g["images"][:]
+        p = int(f.attrs["patch_size"])
+        labels = f["labels"][:]
+        names = [text(c) for c in f["class_names"][:]]
+        paths = [text(s) for s in f["paths"][:]]
+    heads = maps.shape[1]
+    # Every class before any class's second image: the first image of each class, then the second...
+    rank = np.zeros(len(labels), dtype=int)
+    for c in set(labels.tolist()):
+        rank[labels == c] = np.arange((labels == c).sum())
+    order = sorted(range(len(labels)), key=lambda i: (rank[i], labels[i]))[:max_images]
+    order.sort(key=lambda i: (labels[i], rank[i]))
+    n = len(order)
+    cols = heads + 2
+    fig, axes = plt.subplots(n, cols, figsize=(1.7 * cols, 1.75 * n), squeeze=False)
+    for r, i in enumerate(order):
+        # Grey image: each channel min-max scaled, then averaged (the network input's structure).
+        ch = imgs[i].astype(float)
+        lo = ch.min(axis=(1, 2), keepdims=True)
+        hi = ch.max(axis=(1, 2), keepdims=True)
+        grey = np.mean((ch - lo) / np.where(hi > lo, hi - lo, 1), axis=0)
+        up = lambda m: np.kron(m, np.ones((p, p)))
+        panels = [("input", None), ("mean of heads", maps[i].mean(axis=0))] + [("head %d" % h, maps[i, h]) for h in range(heads)]
+        for c, (title, m) in enumerate(panels):
+            ax = axes[r, c]
+            ax.imshow(grey, cmap="gray", interpolation="nearest")
+            if m is not None:
+                ax.imshow(up(m), cmap="inferno", alpha=0.55, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(title, fontsize=9)
+        axes[r, 0].set_ylabel("%s\n%s" % (names[labels[i]], os.path.basename(paths[i])), fontsize=7)
+    fig.suptitle("last-block CLS attention over the patches (image side %d, patch %d)" % (max(sizes), p), fontsize=10)
+    fig.tight_layout()
+    save(fig, out_dir, "attention.png")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--features", help="features file (default: the newest RUN_DIR/features_EEEE.h5)")
+    ap.add_argument("--embedding", choices=("auto", "umap", "tsne"), default="auto")
+    ap.add_argument("--max-points", type=int, default=5000, help="rows drawn at random for the embedding (0: all)")
+    ap.add_argument("--attention-images", type=int, default=8,
+                    help="images in attention.png, every class's first image before any class's second")
+    ap.add_argument("--out", help="output folder (default RUN_DIR/plots)")
+    a = ap.parse_args()
+    if not os.path.isdir(a.run_dir):
+        raise SystemExit("plot_run.py: %s is not a directory" % a.run_dir)
+    out = a.out or os.path.join(a.run_dir, "plots")
+    done = [plot_loss(a.run_dir, out), plot_embedding(a.run_dir, out, a.features, a.embedding, a.max_points),
+            plot_knn(a.run_dir, out), plot_attention(a.run_dir, out, a.attention_images)]
+    return 0 if any(done) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
