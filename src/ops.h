@@ -160,6 +160,16 @@ struct ops {
                 int nseg, double beta1, double beta2, double eps);
   /* Teacher EMA: dst = dst * m + (1 - m) * src over n elements (m and 1-m rounded to fp32). */
   void (*ema)(float *dst, const float *src, size_t n, double m);
+  /* Optional (NULL: the caller runs seg_scale, adamw and ema in turn): clipping, AdamW and the
+   * teacher EMA in one pass over the flat buffers, with the results of
+   *     seg_scale(g, segs, gscale_host, nseg);  adamw(p, g, m, v, segs, nseg, beta1, beta2, eps);
+   *     ema(teacher, p, n, momentum);
+   * (segs as struct ops_seg for seg_scale) except that g is left unscaled in memory: the clip
+   * factor gscale_host[i] of segment i is applied on the fly (gscale_host NULL: no clipping). */
+  void (*adamw_ema)(float *p, const float *g, float *m, float *v,
+                    const struct ops_adamw_seg *segs, int nseg, const float *gscale_host,
+                    double beta1, double beta2, double eps, float *teacher, size_t n,
+                    double momentum);
 };
 
 /* The CPU reference backend (src/cpu). */

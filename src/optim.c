@@ -45,6 +45,8 @@ void optim_init(struct optim *o, const struct ops *ops, const struct tensor_tabl
   o->norms = xcalloc((size_t)tt->n, sizeof *o->norms);
   o->scales = xcalloc((size_t)tt->n, sizeof *o->scales);
   o->idx = xcalloc((size_t)tt->n, sizeof *o->idx);
+  o->ref = xcalloc((size_t)tt->n, sizeof *o->ref);
+  o->ascales = xcalloc((size_t)tt->n, sizeof *o->ascales);
 }
 
 void optim_free(struct optim *o) {
@@ -58,13 +60,20 @@ void optim_free(struct optim *o) {
   free(o->norms);
   free(o->scales);
   free(o->idx);
+  free(o->ref);
+  free(o->ascales);
   memset(o, 0, sizeof *o);
 }
 
-int optim_clip(struct optim *o, float *grads, double clip, double *norms_host) {
+/* Norms of the trainable gradients (o->norms) and their clip factors (o->scales, 1 = unclipped),
+ * by clip segment; o->segs and o->idx (tensor index of each segment) are filled.  Returns the
+ * number of segments, *nscaled the number of factors below 1. */
+static int clip_factors(struct optim *o, const float *grads, double clip, double *norms_host,
+                        int *nscaled) {
   const struct tensor_table *tt = o->tt;
   int n = 0;
   int *idx = o->idx;
+  *nscaled = 0;
   for (int i = 0; i < tt->n; i++) {
     if (norms_host) norms_host[i] = 0;
     if (!(tt->t[i].flags & TENSOR_GRAD)) continue;
@@ -72,25 +81,31 @@ int optim_clip(struct optim *o, float *grads, double clip, double *norms_host) {
     o->segs[n].n = tt->t[i].n;
     idx[n++] = i;
   }
-  if (!norms_host && clip <= 0) return 0;
+  for (int s = 0; s < n; s++) o->scales[s] = 1.0f;
+  if (!norms_host && clip <= 0) return n;
   o->ops->seg_norms(o->norms, grads, o->segs, n);
-  int nscaled = 0;
   for (int s = 0; s < n; s++) {
     if (norms_host) norms_host[idx[s]] = o->norms[s];
     /* utils.clip_gradients: clip_coef = clip / (norm + 1e-6) in fp32; scale when below 1. */
     const float coef = (float)clip / ((float)o->norms[s] + (float)OPTIM_CLIP_EPS);
-    o->scales[s] = 1.0f;
     if (clip > 0 && coef < 1.0f) {
       o->scales[s] = coef;
-      nscaled++;
+      (*nscaled)++;
     }
   }
+  return n;
+}
+
+int optim_clip(struct optim *o, float *grads, double clip, double *norms_host) {
+  int nscaled;
+  const int n = clip_factors(o, grads, clip, norms_host, &nscaled);
   if (nscaled) o->ops->seg_scale(grads, o->segs, o->scales, n);
   return nscaled;
 }
 
-void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
-                int frozen_last_layer) {
+/* The AdamW segments of a step (o->asegs; per-tensor step counts advance); tidx (NULL: not
+ * wanted) gets the tensor index of each.  Returns their number. */
+static int adamw_segments(struct optim *o, double lr, double wd, int frozen_last_layer, int *tidx) {
   const struct tensor_table *tt = o->tt;
   int n = 0;
   for (int i = 0; i < tt->n; i++) {
@@ -101,13 +116,50 @@ void optim_step(struct optim *o, float *params, const float *grads, double lr, d
     const double w = o->decay[i] ? wd : 0.0;
     const double bc1 = 1.0 - pow(OPTIM_BETA1, (double)step);
     const double bc2 = 1.0 - pow(OPTIM_BETA2, (double)step);
-    struct ops_adamw_seg *s = &o->asegs[n++];
+    struct ops_adamw_seg *s = &o->asegs[n];
+    if (tidx) tidx[n] = i;
+    n++;
     s->off = t->off;
     s->n = t->n;
     s->decay = (float)(1.0 - lr * w);
     s->step_size = (float)(lr / bc1);
     s->bc2_sqrt = (float)sqrt(bc2);
   }
+  return n;
+}
+
+void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
+                int frozen_last_layer) {
+  const int n = adamw_segments(o, lr, wd, frozen_last_layer, NULL);
   o->ops->adamw(params, grads, o->m, o->v, o->asegs, n, OPTIM_BETA1, OPTIM_BETA2, OPTIM_EPS);
-  if (o->ops->params_changed) o->ops->params_changed(params, tt->size);
+  if (o->ops->params_changed) o->ops->params_changed(params, o->tt->size);
+}
+
+int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
+                 double lr, double wd, int frozen_last_layer, float *teacher, double momentum) {
+  const struct ops *ops = o->ops;
+  const size_t size = o->tt->size;
+  if (!ops->adamw_ema) {
+    const int nscaled = optim_clip(o, grads, clip, norms_host);
+    optim_step(o, params, grads, lr, wd, frozen_last_layer);
+    ops->ema(teacher, params, size, momentum);
+    if (ops->params_changed) ops->params_changed(teacher, size);
+    return nscaled;
+  }
+  int nscaled;
+  const int nclip = clip_factors(o, grads, clip, norms_host, &nscaled);
+  /* clip factor of each AdamW segment, through the tensor index (frozen tensors are skipped) */
+  const int na = adamw_segments(o, lr, wd, frozen_last_layer, o->ref);
+  for (int a = 0, c = 0; a < na; a++) {
+    while (c < nclip && o->idx[c] != o->ref[a]) c++;
+    SCD_ASSERT(c < nclip);
+    o->ascales[a] = o->scales[c];
+  }
+  ops->adamw_ema(params, grads, o->m, o->v, o->asegs, na, nscaled ? o->ascales : NULL, OPTIM_BETA1,
+                 OPTIM_BETA2, OPTIM_EPS, teacher, size, momentum);
+  if (ops->params_changed) {
+    ops->params_changed(params, size);
+    ops->params_changed(teacher, size);
+  }
+  return nscaled;
 }

@@ -32,6 +32,8 @@ struct optim {
   double *norms;
   float *scales;
   int *idx;
+  int *ref;              /* tensor index of each AdamW segment (optim_update) */
+  float *ascales;        /* clip factor per AdamW segment (optim_update) */
 };
 
 /* Group 0 (weight decay) or 1 (none): biases and 1-D tensors are not regularised (§5.1). */
@@ -50,5 +52,12 @@ int optim_clip(struct optim *o, float *grads, double clip, double *norms_host);
 /* AdamW step with lr on both groups and wd on group 0. */
 void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
                 int frozen_last_layer);
+/* The whole update of a step: optim_clip(o, grads, clip, norms_host), optim_step(o, params, grads,
+ * lr, wd, frozen_last_layer), then the teacher EMA teacher = momentum teacher + (1 - momentum)
+ * params over the whole buffer.  A backend with a fused kernel (ops->adamw_ema) does the three in
+ * one pass and leaves grads unclipped in memory; otherwise grads end clipped, as with optim_clip.
+ * Returns the number of tensors that were clipped. */
+int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
+                 double lr, double wd, int frozen_last_layer, float *teacher, double momentum);
 
 #endif

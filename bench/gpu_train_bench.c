@@ -1,0 +1,299 @@
+/* gpu_train_bench.c - throughput of DINO training steps on the CUDA backend: images/s, MFU, step time
+ * split into data, compute and communication, peak memory.
+ *
+ * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp32] [-s steps] [-w warmup]
+ *            [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-g global] [-l local]
+ *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-x] [-M]
+ * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
+ * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
+ * attention, other); -M uses the MPI gradient communicator instead of NCCL.  The attention
+ * implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash).
+ *
+ * One step is what the training loop runs: GPU augmentation of a raw batch (augment_gpu), teacher
+ * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in
+ * buckets over NCCL as they are produced, clip + AdamW + EMA (optim_update).  Each step ends with
+ * the GPU idle, and its wall time is split:
+ *   data  = host time in augment_gpu_batch + GPU time of the augmentation kernels (CUDA events);
+ *   comm  = time blocked waiting for NCCL after backward and for the centre (exposed, not hidden);
+ *   compute = the rest (forward, loss, backward, optimizer, launch overheads).
+ * Then the same steps again without augmentation (the last crops reused): the "model" step time,
+ * comparable with bench/torch_dino_step.py.  FLOPs are counted explicitly (matmuls and attention,
+ * 2 per multiply-add; backward = 2 x forward; the teacher runs forward only) and MFU is FLOPs per
+ * second over the peak: -T, or 989 TFLOP/s (dense bf16) / 67 TFLOP/s (fp32) on H100 and H200.
+ * Out-of-memory ends the run with status 1 and a message (tests/gpu/run.sh uses that to find the
+ * largest batch that fits).  The last line is "RESULT key=value ..." for scripts. */
+#include "build_config.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../cuda/augment_gpu.h"
+#include "../cuda/backend_cuda.h"
+#include "../cuda/cuda_check.h"
+#include "comm.h"
+#include "dino_loss.h"
+#include "dino_model.h"
+#include "grad_comm.h"
+#include "log.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+/* 2 x multiply-adds of one backbone pass over B crops of N tokens (Np patches): the four Linear
+ * layers of each block, QK^T and PV, and the patch embedding. */
+static double vit_flops(const struct vit_dims *d, double B, double N, double Np) {
+  const double D = d->dim, Hm = d->mlp_hidden, T = B * N;
+  const double block = 2 * T * (3 * D * D + D * D + 2 * D * Hm) + 2 * 2 * B * N * N * D;
+  return d->depth * block + 2 * B * Np * D * d->in_chans * d->patch * d->patch;
+}
+static double head_flops(const struct head_dims *h, double R) {
+  double f = 2 * R * h->in_dim * h->hidden + 2 * R * h->hidden * h->bottleneck;
+  f += 2 * R * (double)h->hidden * h->hidden * (h->nlayers - 2);
+  return f + 2 * R * h->bottleneck * (double)h->out_dim;
+}
+
+struct bench_ctx {
+  struct grad_comm *gc;
+  const struct tensor_table *tt;
+};
+static void on_ready(int first, int last, void *ctx) {
+  struct bench_ctx *b = ctx;
+  const size_t off = b->tt->t[first].off;
+  const size_t end = last + 1 < b->tt->n ? b->tt->t[last + 1].off : b->tt->size;
+  b->gc->bucket_ready(b->gc, off, end - off);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+  comm_init(&argc, &argv);
+  log_init(comm_rank(), 1);
+  struct dino_spec s = {0};
+  s.vit = (struct vit_dims){16, 5, 384, 12, 6, 1536, 14, 0.1};
+  s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
+                              .norm_last_layer = 1};
+  int B = 64, G = 224, Lsz = 96, nl = 8, steps = 10, warm = 3, raw_side = 256, prof = 0, use_mpi = 0;
+  int opt;
+  double peak_tflops = 0;
+  const char *precision = "bf16";
+  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:xM")) != -1) {
+    switch (opt) {
+    case 'B': B = atoi(optarg); break;
+    case 'P': precision = optarg; break;
+    case 's': steps = atoi(optarg); break;
+    case 'w': warm = atoi(optarg); break;
+    case 'D': s.vit.dim = atoi(optarg); break;
+    case 'L': s.vit.depth = atoi(optarg); break;
+    case 'H': s.vit.heads = atoi(optarg); break;
+    case 'p': s.vit.patch = atoi(optarg); break;
+    case 'C': s.vit.in_chans = atoi(optarg); break;
+    case 'g': G = atoi(optarg); break;
+    case 'l': Lsz = atoi(optarg); break;
+    case 'n': nl = atoi(optarg); break;
+    case 'K': s.head.out_dim = atoi(optarg); break;
+    case 'R': raw_side = atoi(optarg); break;
+    case 'T': peak_tflops = atof(optarg); break;
+    case 'x': prof = 1; break;
+    case 'M': use_mpi = 1; break;
+    default: fprintf(stderr, "see the header of bench/gpu_train_bench.c for the options\n"); return 2;
+    }
+  }
+  if (B < 1 || steps < 1 || warm < 0 || nl < 0 || raw_side < 8) {
+    fprintf(stderr, "gpu_train_bench: bad options\n");
+    return 2;
+  }
+  s.vit.mlp_hidden = 4 * s.vit.dim;
+  s.vit.pos_grid = 224 / s.vit.patch;
+  const struct ops *ops = backend_cuda_for(precision);
+  if (!ops) {
+    fprintf(stderr, "gpu_train_bench: no usable GPU: %s\n", backend_cuda_why_not());
+    comm_finalize();
+    return 77;
+  }
+  struct backend_cuda_info info;
+  backend_cuda_info(&info);
+  const int world = comm_size(), rank = comm_rank();
+  const int C = s.vit.in_chans;
+
+  /* model, loss, optimizer, communicator */
+  struct dino_model *m = dino_model_create(ops, &s);
+  dino_model_init_weights(m, 40);
+  dino_model_plan(m, B, nl, G, Lsz);
+  struct dino_loss loss;
+  dino_loss_init(&loss, ops, s.head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
+  struct optim o;
+  optim_init(&o, ops, &m->tt);
+#ifdef HAVE_NCCL
+  struct grad_comm *gc = use_mpi ? grad_comm_mpi_create(ops, 0) : grad_comm_nccl_create(ops, 0);
+#else
+  (void)use_mpi;
+  struct grad_comm *gc = grad_comm_mpi_create(ops, 0);
+#endif
+  struct bench_ctx bc = {gc, &m->tt};
+
+  /* raw data: a pool of 2B synthetic uint16 images per rank, augmented on the GPU every step */
+  struct augment a;
+  memset(&a, 0, sizeof a);
+  a.C_all = C;
+  a.H = a.W = raw_side;
+  a.dtype = IMGOPS_U16;
+  a.nsel = C;
+  for (int c = 0; c < C; c++) {
+    a.sel[c] = c;
+    a.mean[c] = 0.2f;
+    a.std[c] = 0.2f;
+  }
+  a.global_size = G;
+  a.local_size = Lsz;
+  a.n_local = nl;
+  a.global_scale[0] = 0.14;
+  a.global_scale[1] = 1.0;
+  a.local_scale[0] = 0.05;
+  a.local_scale[1] = 0.14;
+  a.random = 1;
+  a.seed = 40;
+  struct augment_gpu *ag = augment_gpu_create(&a, B);
+  const int pool = 2 * B; /* steps alternate between its two halves */
+  const size_t isz = (size_t)C * raw_side * raw_side;
+  uint16_t *raw = malloc((size_t)pool * isz * sizeof *raw);
+  if (!raw) SCD_FAIL("out of host memory for %d raw images", pool);
+  struct rng r;
+  rng_init(&r, 40, RNG_DOMAIN_TEST, (uint64_t)rank, 0);
+  for (size_t i = 0; i < (size_t)pool * isz; i++) raw[i] = (uint16_t)(200 + rng_below(&r, 3000));
+  int64_t *ids = malloc((size_t)B * sizeof *ids);
+
+  const int Ng = 1 + (G / s.vit.patch) * (G / s.vit.patch), Nl = 1 + (Lsz / s.vit.patch) * (Lsz / s.vit.patch);
+  struct head_dims hd = s.head;
+  hd.in_dim = s.vit.dim;
+  const double fwd_s = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + vit_flops(&s.vit, (double)nl * B, Nl, Nl - 1) +
+                       head_flops(&hd, (2.0 + nl) * B);
+  const double fwd_t = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + head_flops(&hd, 2.0 * B);
+  const double flops = 3 * fwd_s + fwd_t;
+  const int fp32 = !strcmp(precision, "fp32");
+  double peak = peak_tflops * 1e12;
+  if (peak <= 0 && (strstr(info.name, "H100") || strstr(info.name, "H200")))
+    peak = fp32 ? 66.9e12 : 989.4e12; /* SXM dense peaks (bf16 tensor cores / fp32 CUDA cores) */
+  if (rank == 0) {
+    printf("GPU %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d, cuBLASLt %zu; %d rank%s\n",
+           info.name, info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0,
+           info.runtime_version, info.driver_version, info.cublaslt_version, world, world > 1 ? "s" : "");
+    printf("ViT D=%d depth=%d heads=%d p=%d C=%d, head K=%d; %s, attention %s, gradients over %s; batch "
+           "%d per GPU: 2 x %d px (%d tokens) + %d x %d px (%d tokens); %zu parameters; activations "
+           "%.1f MiB\n",
+           s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, precision,
+           backend_cuda_attention(), gc->name, B, G, Ng, nl, Lsz, Nl, tensors_numel(&m->tt),
+           m->acts.size / 1048576.0);
+    printf("FLOP per step and GPU: %.1f GFLOP = 3 x %.1f (student forward + backward) + %.1f (teacher "
+           "forward); matmuls and attention, 2 per multiply-add; MFU against %.1f TFLOP/s%s\n",
+           flops / 1e9, fwd_s / 1e9, fwd_t / 1e9, peak / 1e12, peak > 0 ? "" : " (unknown: -T)");
+  }
+
+  cudaStream_t cs = (cudaStream_t)backend_cuda_stream();
+  cudaEvent_t ea, eb;
+  CHECK_CUDA(cudaEventCreate(&ea));
+  CHECK_CUDA(cudaEventCreate(&eb));
+  const int total = warm + steps;
+  double *t_step = calloc((size_t)total, sizeof(double)), *t_data = calloc((size_t)total, sizeof(double));
+  double *t_comm = calloc((size_t)total, sizeof(double)), *t_model = calloc((size_t)total, sizeof(double));
+  float *gl = NULL, *lc = NULL;
+  double last_loss = 0;
+  for (int phase = 0; phase < 2; phase++) { /* 0: full steps, 1: model only (crops reused) */
+    for (int it = 0; it < total + (phase == 1 && prof); it++) {
+      const int profiling = phase == 1 && it == total;
+      if (profiling) {
+        backend_cuda_set_profiling(1);
+        ops->profile(NULL, 1);
+      }
+      ops->sync();
+      comm_barrier();
+      const double t0 = wtime(), h0 = augment_gpu_host_seconds(ag), c0 = gc->wait_seconds;
+      float aug_ms = 0;
+      if (phase == 0) {
+        const int first = (it % 2) * B;
+        for (int i = 0; i < B; i++) ids[i] = (int64_t)rank * 1000000 + (first + i) % pool;
+        CHECK_CUDA(cudaEventRecord(ea, cs));
+        augment_gpu_batch(ag, raw + (size_t)first * isz, ids, B, 0, &gl, &lc); /* first + B <= pool */
+        CHECK_CUDA(cudaEventRecord(eb, cs));
+      }
+      struct dino_droppath dp = {40, (uint64_t)it, ids};
+      dino_model_forward(m, gl, lc, B, &dp);
+      last_loss = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
+      dino_loss_update_center(&loss, B, world, grad_comm_allreduce_cb, gc);
+      gc->begin_step(gc, m->grads, m->tt.size);
+      dino_model_backward(m, B, on_ready, &bc);
+      gc->finish(gc);
+      optim_update(&o, m->student, m->grads, 3.0, NULL, 1e-4, 0.04, 0, m->teacher, 0.996);
+      ops->sync();
+      const double t1 = wtime();
+      if (phase == 0) {
+        CHECK_CUDA(cudaEventElapsedTime(&aug_ms, ea, eb));
+      }
+      if (profiling) {
+        struct ops_profile pf;
+        ops->profile(&pf, 1);
+        backend_cuda_set_profiling(0);
+        if (rank == 0)
+          printf("profiled model step: GPU time in GEMMs %.1f ms, attention %.1f ms, other ops %.1f ms "
+                 "(%ld ops); step %.1f ms with the event overhead\n",
+                 1e3 * pf.gemm_s, 1e3 * pf.attn_s, 1e3 * pf.other_s, pf.calls, 1e3 * (t1 - t0));
+        continue;
+      }
+      const double step = t1 - t0, data = (augment_gpu_host_seconds(ag) - h0) + aug_ms * 1e-3;
+      const double comm = gc->wait_seconds - c0;
+      if (phase == 0) {
+        t_step[it] = step;
+        t_data[it] = data;
+        t_comm[it] = comm;
+      } else {
+        t_model[it] = step;
+      }
+      if (rank == 0 && (phase == 0 || it == total - 1))
+        printf("%s step %2d%s: %.1f ms (data %.1f, compute %.1f, comm %.1f); loss %.4f\n",
+               phase ? "model-only" : "full", it, it < warm ? " (warm-up)" : "", 1e3 * step, 1e3 * data,
+               1e3 * (step - data - comm), 1e3 * comm, last_loss);
+      if (!isfinite(last_loss)) SCD_FAIL("non-finite loss at step %d", it);
+    }
+  }
+  const double ts = median(t_step + warm, steps), td = median(t_data + warm, steps);
+  const double tc = median(t_comm + warm, steps), tm = median(t_model + warm, steps);
+  size_t in_use, peak_b, fr, tot;
+  backend_cuda_memory(&in_use, &peak_b, &fr, &tot);
+  if (rank == 0) {
+    const double mfu = peak > 0 ? flops / ts / peak : NAN, mfu_m = peak > 0 ? flops / tm / peak : NAN;
+    printf("median of %d steps: %.1f ms per step = data %.1f + compute %.1f + comm %.1f; %.1f images/s "
+           "per GPU, %.1f in all; MFU %.1f%%\n",
+           steps, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, (double)B * world / ts,
+           100 * mfu);
+    printf("model only (no augmentation): %.1f ms per step, %.1f images/s per GPU, MFU %.1f%%\n", 1e3 * tm,
+           B / tm, 100 * mfu_m);
+    printf("memory: backend peak %.1f MiB (parameters, gradients, moments, activations, scratch); device "
+           "in use %.1f of %.1f MiB (with CUDA context, cuBLASLt, NCCL)\n",
+           peak_b / 1048576.0, (tot - fr) / 1048576.0, tot / 1048576.0);
+    printf("RESULT precision=%s attention=%s comm=%s batch=%d world=%d step_ms=%.2f data_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
+           "images_per_s=%.1f mfu=%.4f model_step_ms=%.2f model_images_per_s=%.1f model_mfu=%.4f "
+           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f\n",
+           precision, backend_cuda_attention(), gc->name, B, world, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, mfu, 1e3 * tm,
+           B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9);
+  }
+  free(t_step), free(t_data), free(t_comm), free(t_model), free(raw), free(ids);
+  CHECK_CUDA(cudaEventDestroy(ea));
+  CHECK_CUDA(cudaEventDestroy(eb));
+  augment_gpu_destroy(ag);
+  gc->destroy(gc);
+  optim_free(&o);
+  dino_loss_free(&loss);
+  dino_model_destroy(m);
+  comm_finalize();
+  return 0;
+}

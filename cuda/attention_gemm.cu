@@ -1,0 +1,160 @@
+/* attention_gemm.cu - multi-head attention with tensor-core batched GEMMs (cuBLAS) and row kernels.
+ *
+ * The other implementation of the attention ops (attention.cu is the flash-style one; backend_cuda
+ * picks, SCDINO_CUDA_ATTENTION=gemm|flash): per (sample, head) S = scale Q K^T in fp32, P =
+ * softmax(S) kept as the state in the activation type, O = P V; backward dV = P^T dO,
+ * dP = dO V^T, dS = scale P (dP - rowsum(P dP)), dQ = dS K, dK = dS^T Q.  Every product is one
+ * cublasGemmBatchedEx over all B x H heads, reading q, k, v in place in the qkv layout through
+ * pointer arrays built on the GPU; fp32 accumulation (tensor cores in bf16, no TF32 in fp32).
+ * The N x N matrices are small at DINO's sizes (N = 197: 60 MB of bf16 P per block at batch 64
+ * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernel. */
+#include "build_config.h"
+
+#include <cublasLt.h> /* CHECK_CUBLAS reports through cublasLtGetStatusString */
+#include <cublas_v2.h>
+#include <math.h>
+
+#include "cuda_internal.h"
+
+static cublasHandle_t blas;
+
+static cublasHandle_t blas_handle(void) {
+  if (!blas) {
+    CHECK_CUBLAS(cublasCreate(&blas));
+    CHECK_CUBLAS(cublasSetStream(blas, cu.stream));
+    CHECK_CUBLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH)); /* no TF32 for fp32 */
+  }
+  return blas;
+}
+
+/* p[i] = base + (i / H) * bstride + (i % H) * hstride (bytes), i < BH. */
+__global__ void head_ptrs_kernel(const char **p, const char *base, size_t bstride, size_t hstride,
+                                 int H, int BH) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < BH) p[i] = base + (size_t)(i / H) * bstride + (size_t)(i % H) * hstride;
+}
+
+static const void **head_ptrs(const void **slot, const void *base, size_t bstride, size_t hstride,
+                              int H, int BH) {
+  head_ptrs_kernel<<<(BH + 127) / 128, 128, 0, cu.stream>>>((const char **)slot, (const char *)base,
+                                                             bstride, hstride, H, BH);
+  CHECK_LAUNCH();
+  return slot;
+}
+
+/* Column-major batched product C = alpha op(A) op(B) + beta C over the pointer arrays. */
+static void batched(int ta, int tb, int m, int n, int k, float alpha, const void **A,
+                    cudaDataType_t at, int lda, const void **B, cudaDataType_t bt, int ldb, void **C,
+                    cudaDataType_t ct, int ldc, int batch) {
+  const float beta = 0.0f;
+  CHECK_CUBLAS(cublasGemmBatchedEx(blas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, at, lda, B,
+                                   bt, ldb, &beta, C, ct, ldc, batch, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+}
+
+/* P = softmax of each row of S (one warp per row); probs (fp32) too when not NULL. */
+template <typename T>
+__global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, size_t rows) {
+  const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float *s = S + row * N;
+  float mx = -INFINITY;
+  for (int j = lane; j < N; j += 32) mx = fmaxf(mx, s[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int j = lane; j < N; j += 32) sum += expf(s[j] - mx);
+  const float inv = 1.0f / warp_sum(sum);
+  for (int j = lane; j < N; j += 32) {
+    const float p = expf(s[j] - mx) * inv;
+    stf(&P[row * N + j], p);
+    if (probs) probs[row * N + j] = p;
+  }
+}
+
+/* dS = scale P (dP - rowsum(P dP)), one warp per row; dS may not alias P. */
+template <typename T>
+__global__ void dsoftmax_rows_kernel(T *dS, const T *P, const float *dP, int N, float scale,
+                                     size_t rows) {
+  const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T *p = P + row * N;
+  const float *dp = dP + row * N;
+  float dot = 0.0f;
+  for (int j = lane; j < N; j += 32) dot += ldf(&p[j]) * dp[j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < N; j += 32) stf(&dS[row * N + j], scale * ldf(&p[j]) * (dp[j] - dot));
+}
+
+template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H) {
+  return (size_t)B * H * N * N * sizeof(T) + 256;
+}
+
+template <typename T>
+void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
+                     float scale) {
+  const int BH = B * H;
+  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * N, rows = (size_t)BH * N;
+  const cudaDataType_t dt = cu_dtype<T>::value;
+  float *S = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
+  if (!P) P = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
+  const void **pt = (const void **)cu_scratch(SLOT_PTRS, 6 * (size_t)BH * sizeof(void *));
+  const size_t bq = (size_t)N * 3 * D * e; /* bytes between samples in qkv */
+  const void **q = head_ptrs(pt, qkv, bq, hd * e, H, BH);
+  const void **k = head_ptrs(pt + BH, (const char *)qkv + D * e, bq, hd * e, H, BH);
+  const void **v = head_ptrs(pt + 2 * BH, (const char *)qkv + 2 * D * e, bq, hd * e, H, BH);
+  const void **s = head_ptrs(pt + 3 * BH, S, NN * sizeof(float) * H, NN * sizeof(float), H, BH);
+  const void **p = head_ptrs(pt + 4 * BH, P, NN * e * H, NN * e, H, BH);
+  const void **o = head_ptrs(pt + 5 * BH, out, (size_t)N * D * e, hd * e, H, BH);
+  /* S^T (column-major) = K Q^T: S row-major [N][N] = scale q_i . k_j */
+  batched(1, 0, N, N, hd, scale, k, dt, (int)(3 * D), q, dt, (int)(3 * D), (void **)s, CUDA_R_32F, N,
+          BH);
+  softmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(P, probs, S, N, rows);
+  CHECK_LAUNCH();
+  /* O^T = V^T P^T */
+  batched(0, 0, hd, N, N, 1.0f, v, dt, (int)(3 * D), p, dt, N, (void **)o, dt, (int)D, BH);
+}
+
+template <typename T>
+void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, int N, int H, int hd,
+                     float scale) {
+  const int BH = B * H;
+  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * N, rows = (size_t)BH * N;
+  const cudaDataType_t dt = cu_dtype<T>::value;
+  float *dP = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
+  T *dS = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
+  const void **pt = (const void **)cu_scratch(SLOT_PTRS, 11 * (size_t)BH * sizeof(void *));
+  const size_t bq = (size_t)N * 3 * D * e, bo = (size_t)N * D * e;
+  const void **q = head_ptrs(pt, qkv, bq, hd * e, H, BH);
+  const void **k = head_ptrs(pt + BH, (const char *)qkv + D * e, bq, hd * e, H, BH);
+  const void **v = head_ptrs(pt + 2 * BH, (const char *)qkv + 2 * D * e, bq, hd * e, H, BH);
+  const void **dO = head_ptrs(pt + 3 * BH, dout, bo, hd * e, H, BH);
+  const void **p = head_ptrs(pt + 4 * BH, P, NN * e * H, NN * e, H, BH);
+  const void **dp = head_ptrs(pt + 5 * BH, dP, NN * sizeof(float) * H, NN * sizeof(float), H, BH);
+  const void **ds = head_ptrs(pt + 6 * BH, dS, NN * e * H, NN * e, H, BH);
+  const void **dq = head_ptrs(pt + 7 * BH, dqkv, bq, hd * e, H, BH);
+  const void **dk = head_ptrs(pt + 8 * BH, (const char *)dqkv + D * e, bq, hd * e, H, BH);
+  const void **dv = head_ptrs(pt + 9 * BH, (const char *)dqkv + 2 * D * e, bq, hd * e, H, BH);
+  const int l3 = (int)(3 * D), lo = (int)D;
+  /* dV^T = dO^T P  (dV = P^T dO) */
+  batched(0, 1, hd, N, N, 1.0f, dO, dt, lo, p, dt, N, (void **)dv, dt, l3, BH);
+  /* dP^T = V dO^T  (dP = dO V^T, row-major [N][N]) */
+  batched(1, 0, N, N, hd, 1.0f, v, dt, l3, dO, dt, lo, (void **)dp, CUDA_R_32F, N, BH);
+  dsoftmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(dS, P, dP, N, scale, rows);
+  CHECK_LAUNCH();
+  /* dQ^T = K^T dS^T  (dQ = dS K) */
+  batched(0, 0, hd, N, N, 1.0f, k, dt, l3, ds, dt, N, (void **)dq, dt, l3, BH);
+  /* dK^T = Q^T dS  (dK = dS^T Q) */
+  batched(0, 1, hd, N, N, 1.0f, q, dt, l3, ds, dt, N, (void **)dk, dt, l3, BH);
+}
+
+template size_t k_attn_gemm_state_bytes<float>(int, int, int);
+template size_t k_attn_gemm_state_bytes<bf16>(int, int, int);
+template void k_attn_gemm_fwd<float>(float *, float *, float *, const float *, int, int, int, int, float);
+template void k_attn_gemm_fwd<bf16>(bf16 *, bf16 *, float *, const bf16 *, int, int, int, int, float);
+template void k_attn_gemm_bwd<float>(float *, const float *, const float *, const float *, int, int, int,
+                                     int, float);
+template void k_attn_gemm_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, int, int, int,
+                                    int, float);

@@ -1,0 +1,652 @@
+/* backend_cuda.cu - the CUDA backend's context, memory, weight shadows, timers and its two op tables. */
+#include "build_config.h"
+
+#include <cublasLt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unordered_map>
+
+#include "backend_cuda.h"
+#include "cuda_internal.h"
+
+extern "C" {
+#include "comm.h"
+}
+
+struct cu_ctx cu;
+
+static char why_not[512] = "the CUDA backend has not been initialised";
+static int init_failed;
+
+/* ---- memory accounting ------------------------------------------------------------------------ */
+
+static std::unordered_map<void *, size_t> *live; /* device allocations and their sizes */
+static size_t bytes_in_use, bytes_peak;
+
+void *cu_dev_alloc(size_t bytes, const char *what) {
+  void *p = NULL;
+  if (bytes == 0) bytes = 256;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    scd_fatal(SCD_EXIT_FAILURE,
+              "GPU %d out of memory: %s of %.1f MiB failed (%s); the backend holds %.1f MiB, the "
+              "device has %.1f of %.1f MiB free; reduce batch_size_per_rank",
+              cu.device, what, bytes / 1048576.0, cudaGetErrorString(e), bytes_in_use / 1048576.0,
+              fr / 1048576.0, tot / 1048576.0);
+  }
+  if (!live) live = new std::unordered_map<void *, size_t>();
+  (*live)[p] = bytes;
+  bytes_in_use += bytes;
+  if (bytes_in_use > bytes_peak) bytes_peak = bytes_in_use;
+  return p;
+}
+
+void cu_dev_free(void *p) {
+  if (!p) return;
+  if (live) {
+    auto it = live->find(p);
+    if (it != live->end()) {
+      bytes_in_use -= it->second;
+      live->erase(it);
+    }
+  }
+  CHECK_CUDA(cudaFree(p)); /* waits for the device: no queued kernel can still use p */
+}
+
+/* ---- scratch ------------------------------------------------------------------------------------ */
+
+static void *scratch_ptr[SLOT_COUNT];
+static size_t scratch_size[SLOT_COUNT];
+
+void *cu_scratch(int slot, size_t bytes) {
+  SCD_ASSERT(slot >= 0 && slot < SLOT_COUNT);
+  if (bytes > scratch_size[slot]) {
+    size_t want = bytes + bytes / 4; /* some headroom: sizes vary between passes */
+    want = (want + 255) / 256 * 256;
+    if (scratch_ptr[slot]) {
+      CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+      cu_dev_free(scratch_ptr[slot]);
+    }
+    scratch_ptr[slot] = cu_dev_alloc(want, "scratch");
+    scratch_size[slot] = want;
+  }
+  return scratch_ptr[slot];
+}
+
+void *cu_upload_table(int slot, const void *host, size_t bytes) {
+  void *d = cu_scratch(slot, bytes);
+  /* From pageable memory the copy is staged before the call returns, so the host table may be
+   * reused at once; it still runs in stream order after the ops before it. */
+  if (bytes) CHECK_CUDA(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cu.stream));
+  return d;
+}
+
+/* ---- bf16 weight shadows ------------------------------------------------------------------------ */
+
+/* A registered fp32 parameter buffer and its bf16 copy; stale copies are refreshed lazily by the
+ * first GEMM that needs them, so any write to the buffer only has to mark it (cu_shadow_touch). */
+struct shadow {
+  const float *base;
+  size_t n;
+  bf16 *copy;
+  int dirty;
+};
+#define MAX_SHADOWS 8
+static struct shadow shadows[MAX_SHADOWS];
+
+static void shadow_drop(int i) {
+  cu_dev_free(shadows[i].copy);
+  memset(&shadows[i], 0, sizeof shadows[i]);
+}
+
+static void shadow_register(const float *base, size_t n) {
+  const char *b0 = (const char *)base, *b1 = b0 + n * sizeof(float);
+  for (int i = 0; i < MAX_SHADOWS; i++) {
+    struct shadow *s = &shadows[i];
+    if (!s->base) continue;
+    if (s->base == base && s->n == n) {
+      s->dirty = 1;
+      return;
+    }
+    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
+    if (s0 < b1 && b0 < s1) shadow_drop(i); /* a different range over the same memory */
+  }
+  for (int i = 0; i < MAX_SHADOWS; i++)
+    if (!shadows[i].base) {
+      shadows[i].base = base;
+      shadows[i].n = n;
+      shadows[i].copy = (bf16 *)cu_dev_alloc(n * sizeof(bf16), "bf16 weight copy");
+      shadows[i].dirty = 1;
+      return;
+    }
+  /* more buffers than slots: the oldest loses its copy (GEMMs then convert on the fly) */
+  shadow_drop(0);
+  memmove(&shadows[0], &shadows[1], (MAX_SHADOWS - 1) * sizeof shadows[0]);
+  memset(&shadows[MAX_SHADOWS - 1], 0, sizeof shadows[0]);
+  shadow_register(base, n);
+}
+
+void cu_shadow_touch(const void *p, size_t bytes) {
+  const char *p0 = (const char *)p, *p1 = p0 + bytes;
+  for (int i = 0; i < MAX_SHADOWS; i++) {
+    struct shadow *s = &shadows[i];
+    if (!s->base) continue;
+    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
+    if (s0 < p1 && p0 < s1) s->dirty = 1;
+  }
+}
+
+static void shadow_forget(const void *p) {
+  for (int i = 0; i < MAX_SHADOWS; i++)
+    if (shadows[i].base && (const void *)shadows[i].base == p) shadow_drop(i);
+}
+
+const bf16 *cu_weights_bf16(const float *w, size_t n, int slot) {
+  for (int i = 0; i < MAX_SHADOWS; i++) {
+    struct shadow *s = &shadows[i];
+    if (!s->base || w < s->base || w + n > s->base + s->n) continue;
+    if (s->dirty) {
+      k_f32_to_bf16(s->copy, s->base, s->n);
+      s->dirty = 0;
+    }
+    return s->copy + (w - s->base);
+  }
+  bf16 *d = (bf16 *)cu_scratch(slot, n * sizeof(bf16));
+  k_f32_to_bf16(d, w, n);
+  return d;
+}
+
+/* Weights of element type T for a GEMM: fp32 as they are, bf16 through the shadows. */
+template <typename T> static const T *gemm_weights(const float *w, size_t n, int slot) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    (void)n;
+    (void)slot;
+    return (const T *)w;
+  } else {
+    return w ? cu_weights_bf16(w, n, slot) : NULL;
+  }
+}
+
+/* ---- per-kind timers (CUDA events) -------------------------------------------------------------- */
+
+enum { P_GEMM, P_ATTN, P_OTHER };
+struct prof_pair {
+  cudaEvent_t a, b;
+  int kind;
+};
+#define PROF_POOL 4096
+static struct prof_pair *prof_pool;
+static int prof_used, prof_on;
+static double prof_acc[3];
+static long prof_calls;
+
+static void prof_flush(void) {
+  if (!prof_used) return;
+  CHECK_CUDA(cudaEventSynchronize(prof_pool[prof_used - 1].b));
+  for (int i = 0; i < prof_used; i++) {
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, prof_pool[i].a, prof_pool[i].b));
+    prof_acc[prof_pool[i].kind] += ms * 1e-3;
+  }
+  prof_used = 0;
+}
+
+static int prof_begin(int kind) {
+  prof_calls++;
+  if (!prof_on) return -1;
+  if (!prof_pool) {
+    prof_pool = (struct prof_pair *)xcalloc(PROF_POOL, sizeof *prof_pool);
+    for (int i = 0; i < PROF_POOL; i++) {
+      CHECK_CUDA(cudaEventCreate(&prof_pool[i].a));
+      CHECK_CUDA(cudaEventCreate(&prof_pool[i].b));
+    }
+  }
+  if (prof_used == PROF_POOL) prof_flush();
+  prof_pool[prof_used].kind = kind;
+  CHECK_CUDA(cudaEventRecord(prof_pool[prof_used].a, cu.stream));
+  return prof_used;
+}
+
+static void prof_end(int i) {
+  if (i < 0) return;
+  CHECK_CUDA(cudaEventRecord(prof_pool[i].b, cu.stream));
+  prof_used = i + 1;
+}
+
+/* PROF(kind, statements...): the statements timed as one op of that kind. */
+#define PROF(kind, ...)               \
+  do {                                \
+    const int pi_ = prof_begin(kind); \
+    __VA_ARGS__;                      \
+    prof_end(pi_);                    \
+  } while (0)
+
+/* ---- initialisation ----------------------------------------------------------------------------- */
+
+__global__ void probe_kernel(int *x) {
+  if (x) *x = 1;
+}
+
+/* Pick and set up the GPU; returns 0 with why_not set when there is none usable. */
+static int cu_init(void) {
+  if (cu.ready) return 1;
+  if (init_failed) return 0;
+  init_failed = 1;
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess) {
+    /* On a host without a driver: "CUDA driver version is insufficient for CUDA runtime". */
+    snprintf(why_not, sizeof why_not, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (ndev == 0) {
+    snprintf(why_not, sizeof why_not, "no CUDA device is visible");
+    return 0;
+  }
+  /* One rank per GPU: local rank i takes GPU i, or the only GPU the launcher left visible. */
+  const struct comm_info *ci = comm_get();
+  int dev;
+  if (ndev >= ci->local_size) {
+    dev = ci->local_rank;
+  } else if (ndev == 1) {
+    dev = 0;
+  } else {
+    snprintf(why_not, sizeof why_not,
+             "%d ranks run on this node but it has %d GPUs: launch one rank per GPU",
+             ci->local_size, ndev);
+    return 0;
+  }
+  e = cudaSetDevice(dev);
+  if (e == cudaSuccess) e = cudaGetDeviceProperties(&cu.prop, dev);
+  if (e != cudaSuccess) {
+    snprintf(why_not, sizeof why_not, "GPU %d: %s", dev, cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return 0;
+  }
+  /* The kernels must have machine code (or PTX) this GPU runs. */
+  struct cudaFuncAttributes fa;
+  e = cudaFuncGetAttributes(&fa, probe_kernel);
+  if (e != cudaSuccess) {
+    snprintf(why_not, sizeof why_not,
+             "GPU %d (%s, compute capability %d.%d) cannot run this build's kernels (%s); "
+             "reconfigure with --with-cuda-arch=%d%d",
+             dev, cu.prop.name, cu.prop.major, cu.prop.minor, cudaGetErrorString(e),
+             cu.prop.major, cu.prop.minor);
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cu.prop.major < 8) {
+    snprintf(why_not, sizeof why_not,
+             "GPU %d (%s) has compute capability %d.%d; bf16 tensor cores need 8.0 or later", dev,
+             cu.prop.name, cu.prop.major, cu.prop.minor);
+    return 0;
+  }
+  cu.device = dev;
+  const char *impl = getenv("SCDINO_CUDA_ATTENTION");
+  if (impl && *impl) backend_cuda_set_attention(impl);
+  CHECK_CUDA(cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking));
+  lt_init();
+  cu.ready = 1;
+  init_failed = 0;
+  why_not[0] = 0;
+  return 1;
+}
+
+/* ---- ops: memory -------------------------------------------------------------------------------- */
+
+static void *o_alloc(size_t bytes) {
+  void *p = cu_dev_alloc(bytes, "allocation");
+  CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 256, cu.stream));
+  return p;
+}
+static void o_free(void *p) {
+  if (!p) return;
+  shadow_forget(p);
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+  cu_dev_free(p);
+}
+/* Whether host memory is page-locked (a copy from it runs truly asynchronously). */
+static int host_pinned(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+static void o_upload(void *dst, const void *src_host, size_t bytes) {
+  if (!bytes) return;
+  cu_shadow_touch(dst, bytes);
+  PROF(P_OTHER, CHECK_CUDA(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, cu.stream)));
+  /* From pageable memory the data is staged before the call returns; from pinned memory the
+   * copy is still in flight, and the caller may reuse its buffer as soon as upload returns. */
+  if (host_pinned(src_host)) CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+}
+static void o_download(void *dst_host, const void *src, size_t bytes) {
+  if (bytes) CHECK_CUDA(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cu.stream));
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+}
+static void o_copy(void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  cu_shadow_touch(dst, bytes);
+  PROF(P_OTHER, CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream)));
+}
+static void o_zero(void *p, size_t bytes) {
+  if (!bytes) return;
+  cu_shadow_touch(p, bytes);
+  PROF(P_OTHER, CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, cu.stream)));
+}
+template <typename T> static void o_act_from_f32(void *dst, const float *src, size_t n) {
+  if (n) PROF(P_OTHER, k_convert_from_f32<T>((T *)dst, src, n));
+}
+template <typename T> static void o_act_to_f32(float *dst, const void *src, size_t n) {
+  if (!n) return;
+  cu_shadow_touch(dst, n * sizeof(float));
+  PROF(P_OTHER, k_convert_to_f32<T>(dst, (const T *)src, n));
+}
+static void o_sync(void) { CHECK_CUDA(cudaStreamSynchronize(cu.stream)); }
+static void o_params_changed_bf16(const float *params, size_t n) {
+  if (params && n) shadow_register(params, n);
+}
+static void o_set_threads(int n) { (void)n; /* host work of this backend is one thread */ }
+static void o_profile(struct ops_profile *p, int reset) {
+  prof_flush();
+  if (p) {
+    p->gemm_s = prof_acc[P_GEMM];
+    p->attn_s = prof_acc[P_ATTN];
+    p->other_s = prof_acc[P_OTHER];
+    p->calls = prof_calls;
+  }
+  if (reset) {
+    memset(prof_acc, 0, sizeof prof_acc);
+    prof_calls = 0;
+  }
+}
+
+/* ---- ops: dense layers -------------------------------------------------------------------------- */
+
+template <typename T>
+static void o_linear_fwd(void *y, const void *x, const float *w, const float *b, int M, int N,
+                         int K) {
+  if (M <= 0 || N <= 0) return;
+  PROF(P_GEMM, {
+    const T *wq = gemm_weights<T>(w, (size_t)N * K, SLOT_WCONV_A);
+    const T *bq = b ? gemm_weights<T>(b, (size_t)N, SLOT_WCONV_B) : NULL;
+    /* column-major: y^T [N x M] = (w [K x N])^T x^T [K x M] */
+    lt_matmul(1, 0, N, M, K, wq, cu_dtype<T>::value, K, x, cu_dtype<T>::value, K, y,
+              cu_dtype<T>::value, N, 0.0f, bq);
+  });
+}
+
+template <typename T>
+static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x,
+                         const float *w, int M, int N, int K) {
+  if (M <= 0 || N <= 0) return;
+  PROF(P_GEMM, {
+    if (dx) { /* dx^T [K x M] = w^T [K x N] dy^T [N x M] */
+      const T *wq = gemm_weights<T>(w, (size_t)N * K, SLOT_WCONV_A);
+      lt_matmul(0, 0, K, M, N, wq, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N, dx,
+                cu_dtype<T>::value, K, 0.0f, NULL);
+    }
+    if (dw) /* dw^T [K x N] += x^T [K x M] dy [M x N], fp32 output */
+      lt_matmul(0, 1, K, N, M, x, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N, dw,
+                CUDA_R_32F, K, 1.0f, NULL);
+    if (db) k_colsum<T>(db, (const T *)dy, M, N, (size_t)N, 1);
+  });
+}
+
+static void o_matmul_f32(float *c, const float *a, const float *b, int M, int N, int K, int ta,
+                         int tb, float beta) {
+  if (M <= 0 || N <= 0) return;
+  cu_shadow_touch(c, (size_t)M * N * sizeof(float));
+  /* column-major: c^T [N x M] = op(b)^T op(a)^T */
+  PROF(P_GEMM, lt_matmul(tb, ta, N, M, K, b, CUDA_R_32F, tb ? K : N, a, CUDA_R_32F, ta ? M : K, c,
+                         CUDA_R_32F, N, beta, NULL));
+}
+
+/* ---- ops: patches, tokens, norms ---------------------------------------------------------------- */
+
+template <typename T>
+static void o_patchify(void *cols, const float *img, int B, int C, int H, int W, int p) {
+  PROF(P_OTHER, k_patchify<T>((T *)cols, img, B, C, H, W, p));
+}
+template <typename T>
+static void o_tokens_fwd(void *x, const void *patches, const float *cls, const float *pos, int B,
+                         int Np, int D) {
+  PROF(P_OTHER, k_tokens_fwd<T>((T *)x, (const T *)patches, cls, pos, B, Np, D));
+}
+template <typename T>
+static void o_tokens_bwd(void *dpatches, float *dcls, float *dpos, const void *dx, int B, int Np,
+                         int D) {
+  PROF(P_OTHER, k_tokens_bwd<T>((T *)dpatches, dcls, dpos, (const T *)dx, B, Np, D));
+}
+template <typename T>
+static void o_ln_fwd(void *y, float *mean, float *rstd, const void *x, int ldx, const float *g,
+                     const float *b, int rows, int D, float eps) {
+  PROF(P_OTHER, k_layernorm_fwd<T>((T *)y, mean, rstd, (const T *)x, ldx, g, b, rows, D, eps));
+}
+template <typename T>
+static void o_ln_bwd(void *dx, float *dg, float *db, const void *dy, const void *x, int ldx,
+                     const float *mean, const float *rstd, const float *g, int rows, int D) {
+  PROF(P_OTHER, k_layernorm_bwd<T>((T *)dx, dg, db, (const T *)dy, (const T *)x, ldx, mean, rstd,
+                                   g, rows, D));
+}
+template <typename T>
+static void o_l2_fwd(void *y, float *norm, const void *x, int rows, int D) {
+  PROF(P_OTHER, k_l2norm_fwd<T>((T *)y, norm, (const T *)x, rows, D));
+}
+template <typename T>
+static void o_l2_bwd(void *dx, const void *dy, const void *y, const float *norm, int rows, int D) {
+  PROF(P_OTHER, k_l2norm_bwd<T>((T *)dx, (const T *)dy, (const T *)y, norm, rows, D));
+}
+static void o_wn_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
+  cu_shadow_touch(w, (size_t)K * D * sizeof(float));
+  PROF(P_OTHER, k_weightnorm_fwd(w, vnorm, g, v, K, D));
+}
+static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
+                     const float *vnorm, int K, int D) {
+  PROF(P_OTHER, k_weightnorm_bwd(dg, dv, dw, g, v, vnorm, K, D));
+}
+
+/* ---- ops: attention, elementwise, loss ---------------------------------------------------------- */
+
+/* Attention implementation: 0 batched tensor-core GEMMs (attention_gemm.cu), 1 the flash-style
+ * kernel (attention.cu).  Chosen before any state buffer is planned: the states differ. */
+static int attn_flash;
+
+template <typename T> static size_t o_attn_state_bytes(int B, int N, int H) {
+  return attn_flash ? k_attn_state_bytes(B, N, H) : k_attn_gemm_state_bytes<T>(B, N, H);
+}
+template <typename T>
+static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
+                       int hd, float scale) {
+  if (B <= 0 || N <= 0) return;
+  if (!attn_flash) {
+    PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, (T *)state, probs, (const T *)qkv, B, N, H, hd, scale));
+    return;
+  }
+  float *lse = (float *)state;
+  if (!lse && probs) lse = (float *)cu_scratch(SLOT_ATTN, k_attn_state_bytes(B, N, H));
+  PROF(P_ATTN, k_attn_fwd<T>((T *)out, lse, probs, (const T *)qkv, B, N, H, hd, scale));
+}
+template <typename T>
+static void o_attn_bwd(void *dqkv, const void *dout, const void *qkv, const void *state, int B,
+                       int N, int H, int hd, float scale) {
+  if (B <= 0 || N <= 0) return;
+  if (!attn_flash) {
+    PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)state, B,
+                                    N, H, hd, scale));
+    return;
+  }
+  PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const float *)state, B, N,
+                             H, hd, scale));
+}
+template <typename T> static void o_gelu_fwd(void *y, const void *x, size_t n) {
+  if (n) PROF(P_OTHER, k_gelu_fwd<T>((T *)y, (const T *)x, n));
+}
+template <typename T> static void o_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
+  if (n) PROF(P_OTHER, k_gelu_bwd<T>((T *)dx, (const T *)dy, (const T *)x, n));
+}
+template <typename T>
+static void o_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
+  PROF(P_OTHER, k_residual_fwd<T>((T *)y, (const T *)x, (const T *)f, s, B, rps, D));
+}
+template <typename T>
+static void o_res_bwd(void *df, const void *dy, const float *s, int B, int rps, int D) {
+  PROF(P_OTHER, k_residual_bwd<T>((T *)df, (const T *)dy, s, B, rps, D));
+}
+template <typename T>
+static void o_dino_loss(float *loss, void *ds, float *tsum, const void *student,
+                        const void *teacher, const float *center, int B, int ns, int nt, int K,
+                        float student_temp, float teacher_temp) {
+  PROF(P_OTHER, k_dino_loss<T>(loss, (T *)ds, tsum, (const T *)student, (const T *)teacher, center,
+                               B, ns, nt, K, student_temp, teacher_temp));
+}
+static void o_center_update(float *center, const float *tsum, int K, float count, double m) {
+  PROF(P_OTHER, k_center_update(center, tsum, K, count, m));
+}
+
+/* ---- ops: optimizer ----------------------------------------------------------------------------- */
+
+static void o_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg) {
+  PROF(P_OTHER, k_seg_norms(norms_host, buf, segs, nseg));
+}
+static void o_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg) {
+  for (int s = 0; s < nseg; s++) cu_shadow_touch(buf + segs[s].off, segs[s].n * sizeof(float));
+  PROF(P_OTHER, k_seg_scale(buf, segs, scale_host, nseg));
+}
+static void o_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
+                    int nseg, double beta1, double beta2, double eps) {
+  for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
+  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, NULL, beta1, beta2, eps, NULL, 0, 0.0));
+}
+static void o_ema(float *dst, const float *src, size_t n, double m) {
+  cu_shadow_touch(dst, n * sizeof(float));
+  if (n) PROF(P_OTHER, k_ema(dst, src, n, m));
+}
+static void o_adamw_ema(float *p, const float *g, float *m, float *v,
+                        const struct ops_adamw_seg *segs, int nseg, const float *gscale_host,
+                        double beta1, double beta2, double eps, float *teacher, size_t n,
+                        double momentum) {
+  for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
+  cu_shadow_touch(teacher, n * sizeof(float));
+  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, gscale_host, beta1, beta2, eps, teacher, n,
+                        momentum));
+}
+
+/* ---- the tables --------------------------------------------------------------------------------- */
+
+template <typename T> static void fill_ops(struct ops *o, const char *name) {
+  memset(o, 0, sizeof *o);
+  o->name = name;
+  o->act_size = sizeof(T);
+  o->alloc = o_alloc;
+  o->free = o_free;
+  o->upload = o_upload;
+  o->download = o_download;
+  o->copy = o_copy;
+  o->zero = o_zero;
+  o->act_from_f32 = o_act_from_f32<T>;
+  o->act_to_f32 = o_act_to_f32<T>;
+  o->sync = o_sync;
+  o->params_changed = sizeof(T) == sizeof(float) ? NULL : o_params_changed_bf16;
+  o->set_threads = o_set_threads;
+  o->profile = o_profile;
+  o->linear_fwd = o_linear_fwd<T>;
+  o->linear_bwd = o_linear_bwd<T>;
+  o->matmul_f32 = o_matmul_f32;
+  o->patchify = o_patchify<T>;
+  o->tokens_fwd = o_tokens_fwd<T>;
+  o->tokens_bwd = o_tokens_bwd<T>;
+  o->layernorm_fwd = o_ln_fwd<T>;
+  o->layernorm_bwd = o_ln_bwd<T>;
+  o->l2norm_fwd = o_l2_fwd<T>;
+  o->l2norm_bwd = o_l2_bwd<T>;
+  o->weightnorm_fwd = o_wn_fwd;
+  o->weightnorm_bwd = o_wn_bwd;
+  o->attn_state_bytes = o_attn_state_bytes<T>;
+  o->attn_fwd = o_attn_fwd<T>;
+  o->attn_bwd = o_attn_bwd<T>;
+  o->gelu_fwd = o_gelu_fwd<T>;
+  o->gelu_bwd = o_gelu_bwd<T>;
+  o->residual_fwd = o_res_fwd<T>;
+  o->residual_bwd = o_res_bwd<T>;
+  o->dino_loss = o_dino_loss<T>;
+  o->center_update = o_center_update;
+  o->seg_norms = o_seg_norms;
+  o->seg_scale = o_seg_scale;
+  o->adamw = o_adamw;
+  o->ema = o_ema;
+  o->adamw_ema = o_adamw_ema;
+}
+
+static struct ops ops_bf16, ops_fp32;
+
+extern "C" const struct ops *backend_cuda_for(const char *precision) {
+  const int fp32 = precision && !strcmp(precision, "fp32");
+  if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16") &&
+      strcmp(precision, "auto"))
+    scd_fatal(SCD_EXIT_INPUT, "&training precision = '%s': expected 'auto', 'bf16' or 'fp32'",
+              precision);
+  if (!cu_init()) return NULL;
+  if (!ops_bf16.name) {
+    fill_ops<bf16>(&ops_bf16, "cuda");
+    fill_ops<float>(&ops_fp32, "cuda");
+  }
+  return fp32 ? &ops_fp32 : &ops_bf16;
+}
+
+extern "C" const struct ops *backend_cuda(void) { return backend_cuda_for("auto"); }
+
+extern "C" const char *backend_cuda_why_not(void) { return why_not; }
+
+extern "C" int backend_cuda_info(struct backend_cuda_info *info) {
+  memset(info, 0, sizeof *info);
+  if (!cu.ready) return 0;
+  snprintf(info->name, sizeof info->name, "%s", cu.prop.name);
+  info->device = cu.device;
+  info->cc_major = cu.prop.major;
+  info->cc_minor = cu.prop.minor;
+  info->sms = cu.prop.multiProcessorCount;
+  info->mem_total = cu.prop.totalGlobalMem;
+  CHECK_CUDA(cudaRuntimeGetVersion(&info->runtime_version));
+  CHECK_CUDA(cudaDriverGetVersion(&info->driver_version));
+  info->cublaslt_version = cublasLtGetVersion();
+  return 1;
+}
+
+extern "C" void backend_cuda_memory(size_t *in_use, size_t *peak, size_t *dev_free,
+                                    size_t *dev_total) {
+  if (in_use) *in_use = bytes_in_use;
+  if (peak) *peak = bytes_peak;
+  size_t fr = 0, tot = 0;
+  if (cu.ready) CHECK_CUDA(cudaMemGetInfo(&fr, &tot));
+  if (dev_free) *dev_free = fr;
+  if (dev_total) *dev_total = tot;
+}
+
+extern "C" void backend_cuda_reset_peak(void) { bytes_peak = bytes_in_use; }
+
+extern "C" void *backend_cuda_stream(void) { return cu.ready ? (void *)cu.stream : NULL; }
+
+extern "C" void backend_cuda_set_attention(const char *impl) {
+  if (!strcmp(impl, "gemm"))
+    attn_flash = 0;
+  else if (!strcmp(impl, "flash"))
+    attn_flash = 1;
+  else
+    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_ATTENTION = '%s': expected 'gemm' or 'flash'", impl);
+}
+
+extern "C" const char *backend_cuda_attention(void) { return attn_flash ? "flash" : "gemm"; }
+
+extern "C" void backend_cuda_set_profiling(int on) {
+  if (!on && prof_on) prof_flush();
+  prof_on = on != 0;
+}

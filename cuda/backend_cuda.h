@@ -1,0 +1,65 @@
+/* backend_cuda.h - the CUDA backend as C code sees it: op tables, device facts, memory, stream.
+ *
+ * The ops tables implement ops.h on one GPU (local rank i of a node takes GPU i, or the only GPU
+ * the launcher left visible).  Two precisions share every kernel: 'bf16' (bf16 activations,
+ * tensor-core GEMMs with fp32 accumulation, a bf16 copy of the weights refreshed through
+ * params_changed) and 'fp32' (fp32 activations and GEMMs, no TF32: results compare with the CPU
+ * backend).  Parameters, gradients, moments, LayerNorm statistics, softmax and the loss are fp32
+ * in both.
+ *
+ * Only in builds with CUDA (HAVE_CUDA): C code calls these under #ifdef HAVE_CUDA. */
+#ifndef SCDINO_BACKEND_CUDA_H
+#define SCDINO_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The table for precision 'auto' (= bf16), 'bf16' or 'fp32'; NULL when no GPU is usable (no
+ * driver, no device, more ranks on the node than GPUs, a GPU older than sm_80), silently: the
+ * reason is in backend_cuda_why_not().  The first successful call picks and initialises the GPU. */
+const struct ops *backend_cuda(void);
+const struct ops *backend_cuda_for(const char *precision);
+const char *backend_cuda_why_not(void);
+
+struct backend_cuda_info {
+  char name[256];        /* "NVIDIA H100 80GB HBM3" */
+  int device;            /* CUDA device ordinal in use */
+  int cc_major, cc_minor;
+  int sms;
+  size_t mem_total;      /* bytes */
+  int runtime_version, driver_version; /* CUDART_VERSION style (12040 = 12.4) */
+  size_t cublaslt_version;
+};
+/* Facts about the GPU in use; returns 0 when the backend is not initialised. */
+int backend_cuda_info(struct backend_cuda_info *info);
+
+/* Device memory: bytes held by the backend's allocations now and at most since the last reset
+ * (parameters, gradients, moments, activations, scratch), and the device's free/total bytes. */
+void backend_cuda_memory(size_t *in_use, size_t *peak, size_t *dev_free, size_t *dev_total);
+void backend_cuda_reset_peak(void);
+
+/* The cudaStream_t every op is queued on (for NCCL and copies that must order with the ops). */
+void *backend_cuda_stream(void);
+
+/* The attention implementation: 'gemm' (default: per-head batched tensor-core GEMMs through
+ * cuBLAS, the softmax matrices kept for backward) or 'flash' (own flash-attention style kernel:
+ * online softmax on CUDA cores, only the row log-sum-exp kept).  The environment variable
+ * SCDINO_CUDA_ATTENTION sets it at initialisation; change it only before activations are planned
+ * (the two keep different state). */
+void backend_cuda_set_attention(const char *impl);
+const char *backend_cuda_attention(void);
+
+/* Per-kind op timing with CUDA events (ops->profile): off by default because recording events
+ * around every op costs time; on, profile() waits for the GPU and sums the event intervals. */
+void backend_cuda_set_profiling(int on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,177 @@
+/* cuda_internal.h - state, element-type helpers and launchers shared by the CUDA backend's .cu files.
+ *
+ * C++ (nvcc) only.  The backend is one process-wide context (one GPU per rank, one compute stream);
+ * every kernel is a template over the activation element type T (float or bf16) and keeps its
+ * arithmetic in fp32, so the fp32 ops table runs the very same kernels as the bf16 one. */
+#ifndef SCDINO_CUDA_INTERNAL_H
+#define SCDINO_CUDA_INTERNAL_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <library_types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "ops.h"
+}
+#include "cuda_check.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* ---- context ---------------------------------------------------------------------------------- */
+
+struct cu_ctx {
+  int ready;    /* 1 after a successful cu_init */
+  int device;
+  cudaDeviceProp prop;
+  cudaStream_t stream; /* every op is queued here */
+};
+extern struct cu_ctx cu;
+
+/* Device memory counted in the backend's in-use and peak figures; allocation failure ends the job
+ * with the sizes involved. */
+void *cu_dev_alloc(size_t bytes, const char *what);
+void cu_dev_free(void *p);
+
+/* Device scratch that persists between calls, one buffer per slot, grown on demand (growing waits
+ * for the stream, so no queued kernel still uses the old buffer).  Ops are stream-ordered, so
+ * consecutive ops may reuse a slot; one op uses distinct slots for buffers it needs at once. */
+enum cu_slot {
+  SLOT_WCONV_A = 0, /* weights converted for a GEMM (not shadowed) */
+  SLOT_WCONV_B,     /* biases converted for a GEMM */
+  SLOT_PARTIAL,     /* partial sums of the deterministic reductions */
+  SLOT_TABLE,       /* per-call tables uploaded from the host (segments, chunks) */
+  SLOT_ATTN,        /* attention: row statistics when no state buffer is given */
+  SLOT_ATTN2,       /* attention: D = rowsum(P * dP) (flash); P or dS (GEMM form) */
+  SLOT_PTRS,        /* attention (GEMM form): pointer arrays of the batched products */
+  SLOT_LOSS_Q,      /* DINO loss: teacher probabilities */
+  SLOT_LOSS_ROWS,   /* DINO loss: per-row sums */
+  SLOT_COUNT
+};
+void *cu_scratch(int slot, size_t bytes);
+/* Copy n bytes of host memory into a scratch slot (stream-ordered; the host buffer may be reused
+ * on return) and return the device copy. */
+void *cu_upload_table(int slot, const void *host, size_t bytes);
+
+/* Grid size for n items at `threads` per block, capped (kernels use grid-stride loops). */
+static inline unsigned cu_blocks(size_t n, int threads) {
+  size_t b = (n + (size_t)threads - 1) / (size_t)threads;
+  const size_t cap = 65535u * 8u;
+  if (b < 1) b = 1;
+  return (unsigned)(b < cap ? b : cap);
+}
+
+/* ---- element access --------------------------------------------------------------------------- */
+
+__device__ __forceinline__ float ldf(const float *p) { return *p; }
+__device__ __forceinline__ float ldf(const bf16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void stf(float *p, float v) { *p = v; }
+__device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <typename T> struct cu_dtype;
+template <> struct cu_dtype<float> {
+  static constexpr cudaDataType_t value = CUDA_R_32F;
+};
+template <> struct cu_dtype<bf16> {
+  static constexpr cudaDataType_t value = CUDA_R_16BF;
+};
+
+/* Warp-level sum and max (all lanes get the result; fixed butterfly order: deterministic). */
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum_d(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* ---- weights for GEMMs ------------------------------------------------------------------------ */
+
+/* The bf16 copy of fp32 weights w[0..n) for a GEMM: the shadow of a registered parameter buffer
+ * (params_changed), refreshed if it was written since, or a conversion into scratch `slot`. */
+const bf16 *cu_weights_bf16(const float *w, size_t n, int slot);
+/* Device memory [p, p+bytes) was written by an op or a copy: shadows that overlap are stale. */
+void cu_shadow_touch(const void *p, size_t bytes);
+
+/* ---- launchers (one file per concept; T = float or bf16) -------------------------------------- */
+
+/* gemm_lt.cu: column-major cuBLASLt product D[m,n] = op(A) op(B) + beta D, fp32 accumulation;
+ * bias (type of D, length m) added by the epilogue when not NULL. */
+void lt_init(void);
+void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+               int ldd, float beta, const void *bias);
+
+/* elementwise.cu */
+template <typename T> void k_convert_from_f32(T *dst, const float *src, size_t n);
+template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n);
+void k_f32_to_bf16(bf16 *dst, const float *src, size_t n);
+template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n);
+template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n);
+template <typename T>
+void k_residual_fwd(T *y, const T *x, const T *f, const float *s, int B, int rps, int D);
+template <typename T> void k_residual_bwd(T *df, const T *dy, const float *s, int B, int rps, int D);
+template <typename T> void k_patchify(T *cols, const float *img, int B, int C, int H, int W, int p);
+template <typename T>
+void k_tokens_fwd(T *x, const T *patches, const float *cls, const float *pos, int B, int Np, int D);
+template <typename T>
+void k_tokens_bwd(T *dpatches, float *dcls, float *dpos, const T *dx, int B, int Np, int D);
+void k_center_update(float *center, const float *tsum, int K, float count, double m);
+void k_ema(float *dst, const float *src, size_t n, double m);
+
+/* colsum.cu: out[c] (+)= sum_r a[r*lda + c], deterministic (colsum.cuh). */
+template <typename T>
+void k_colsum(float *out, const T *a, int rows, int cols, size_t lda, int accumulate);
+
+/* layernorm.cu */
+template <typename T>
+void k_layernorm_fwd(T *y, float *mean, float *rstd, const T *x, int ldx, const float *g,
+                     const float *b, int rows, int D, float eps);
+template <typename T>
+void k_layernorm_bwd(T *dx, float *dg, float *db, const T *dy, const T *x, int ldx,
+                     const float *mean, const float *rstd, const float *g, int rows, int D);
+template <typename T> void k_l2norm_fwd(T *y, float *norm, const T *x, int rows, int D);
+template <typename T>
+void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, int D);
+void k_weightnorm_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D);
+void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
+                      const float *vnorm, int K, int D);
+
+/* attention.cu: flash-attention style (online softmax, row log-sum-exp saved). */
+size_t k_attn_state_bytes(int B, int N, int H);
+template <typename T>
+void k_attn_fwd(T *out, float *lse, float *probs, const T *qkv, int B, int N, int H, int hd,
+                float scale);
+template <typename T>
+void k_attn_bwd(T *dqkv, const T *dout, const T *qkv, const float *lse, int B, int N, int H,
+                int hd, float scale);
+
+/* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state. */
+template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H);
+template <typename T>
+void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
+                     float scale);
+template <typename T>
+void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, int N, int H, int hd,
+                     float scale);
+
+/* dino_loss.cu */
+template <typename T>
+void k_dino_loss(float *loss, T *ds, float *tsum, const T *student, const T *teacher,
+                 const float *center, int B, int ns, int nt, int K, float student_temp,
+                 float teacher_temp);
+
+/* optim.cu */
+void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
+void k_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
+void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
+             int nseg, const float *gscale_host, double beta1, double beta2, double eps,
+             float *teacher, size_t n_ema, double momentum);
+
+#endif

@@ -1,0 +1,212 @@
+/* elementwise.cu - CUDA kernels that touch each element once: conversions, GELU, residuals, patches,
+ * tokens, the DINO centre and the teacher EMA.
+ *
+ * Math in fp32 whatever the storage type.  The centre and EMA updates round every operation on its
+ * own (__fmul_rn/__fadd_rn: no fused multiply-add), as the CPU backend's C does, so on the same
+ * inputs they give bit-identical results. */
+#include "build_config.h"
+
+#include "cuda_internal.h"
+
+#define EW_THREADS 256
+
+#define GRID_STRIDE(i, n)                                                             \
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+       i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- conversions -------------------------------------------------------------------------------- */
+
+template <typename T> __global__ void from_f32_kernel(T *dst, const float *src, size_t n) {
+  GRID_STRIDE(i, n) stf(&dst[i], src[i]);
+}
+template <typename T> __global__ void to_f32_kernel(float *dst, const T *src, size_t n) {
+  GRID_STRIDE(i, n) dst[i] = ldf(&src[i]);
+}
+
+template <typename T> void k_convert_from_f32(T *dst, const float *src, size_t n) {
+  if (!n) return;
+  from_f32_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dst, src, n);
+  CHECK_LAUNCH();
+}
+template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n) {
+  if (!n) return;
+  to_f32_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dst, src, n);
+  CHECK_LAUNCH();
+}
+void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) { k_convert_from_f32<bf16>(dst, src, n); }
+
+/* ---- GELU (exact, erf form) --------------------------------------------------------------------- */
+
+#define INV_SQRT2 0.70710678118654752440f
+#define INV_SQRT_2PI 0.39894228040143267794f
+
+template <typename T> __global__ void gelu_fwd_kernel(T *y, const T *x, size_t n) {
+  GRID_STRIDE(i, n) {
+    const float v = ldf(&x[i]);
+    stf(&y[i], v * 0.5f * (1.0f + erff(v * INV_SQRT2)));
+  }
+}
+template <typename T> __global__ void gelu_bwd_kernel(T *dx, const T *dy, const T *x, size_t n) {
+  GRID_STRIDE(i, n) {
+    /* gelu'(x) = Phi(x) + x phi(x) */
+    const float v = ldf(&x[i]);
+    const float cdf = 0.5f * (1.0f + erff(v * INV_SQRT2));
+    const float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
+    stf(&dx[i], ldf(&dy[i]) * (cdf + v * pdf));
+  }
+}
+template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n) {
+  gelu_fwd_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(y, x, n);
+  CHECK_LAUNCH();
+}
+template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n) {
+  gelu_bwd_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dx, dy, x, n);
+  CHECK_LAUNCH();
+}
+
+/* ---- residual with stochastic depth ------------------------------------------------------------- */
+
+template <typename T>
+__global__ void residual_fwd_kernel(T *y, const T *x, const T *f, const float *s, size_t rowsD,
+                                    size_t rpsD) {
+  GRID_STRIDE(i, rowsD) {
+    const float sb = s ? s[i / rpsD] : 1.0f;
+    stf(&y[i], ldf(&x[i]) + sb * ldf(&f[i]));
+  }
+}
+template <typename T>
+__global__ void residual_bwd_kernel(T *df, const T *dy, const float *s, size_t rowsD, size_t rpsD) {
+  GRID_STRIDE(i, rowsD) {
+    const float sb = s ? s[i / rpsD] : 1.0f;
+    stf(&df[i], sb * ldf(&dy[i]));
+  }
+}
+template <typename T>
+void k_residual_fwd(T *y, const T *x, const T *f, const float *s, int B, int rps, int D) {
+  const size_t n = (size_t)B * rps * D;
+  if (!n) return;
+  residual_fwd_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
+      y, x, f, s, n, (size_t)rps * D);
+  CHECK_LAUNCH();
+}
+template <typename T> void k_residual_bwd(T *df, const T *dy, const float *s, int B, int rps, int D) {
+  const size_t n = (size_t)B * rps * D;
+  if (!n) return;
+  residual_bwd_kernel<T><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
+      df, dy, s, n, (size_t)rps * D);
+  CHECK_LAUNCH();
+}
+
+/* ---- patches and tokens ------------------------------------------------------------------------- */
+
+template <typename T>
+__global__ void patchify_kernel(T *cols, const float *img, int C, int H, int W, int p, int gw,
+                                size_t np, size_t rowlen, size_t total) {
+  GRID_STRIDE(e, total) {
+    const size_t r = e / rowlen, q = e % rowlen;
+    const size_t b = r / np, i = r % np;
+    const int c = (int)(q / ((size_t)p * p)), ky = (int)(q / p % p), kx = (int)(q % p);
+    const int gy = (int)(i / gw), gx = (int)(i % gw);
+    stf(&cols[e], img[((b * C + c) * H + (size_t)gy * p + ky) * W + (size_t)gx * p + kx]);
+  }
+}
+template <typename T> void k_patchify(T *cols, const float *img, int B, int C, int H, int W, int p) {
+  const int gh = H / p, gw = W / p;
+  const size_t np = (size_t)gh * gw, rowlen = (size_t)C * p * p, total = (size_t)B * np * rowlen;
+  if (!total) return;
+  patchify_kernel<T><<<cu_blocks(total, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
+      cols, img, C, H, W, p, gw, np, rowlen, total);
+  CHECK_LAUNCH();
+}
+
+template <typename T>
+__global__ void tokens_fwd_kernel(T *x, const T *patches, const float *cls, const float *pos,
+                                  int Np, int D, size_t total) {
+  const size_t N = (size_t)Np + 1;
+  GRID_STRIDE(e, total) {
+    const size_t d = e % D, r = e / D, b = r / N, j = r % N;
+    const float src = j == 0 ? cls[d] : ldf(&patches[(b * Np + j - 1) * D + d]);
+    stf(&x[e], src + pos[j * D + d]);
+  }
+}
+template <typename T>
+void k_tokens_fwd(T *x, const T *patches, const float *cls, const float *pos, int B, int Np, int D) {
+  const size_t total = (size_t)B * (Np + 1) * D;
+  if (!total) return;
+  tokens_fwd_kernel<T><<<cu_blocks(total, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
+      x, patches, cls, pos, Np, D, total);
+  CHECK_LAUNCH();
+}
+
+template <typename T>
+__global__ void tokens_copy_kernel(T *dpatches, const T *dx, int Np, int D, size_t total) {
+  GRID_STRIDE(e, total) {
+    const size_t d = e % D, r = e / D, b = r / Np, i = r % Np;
+    dpatches[e] = dx[(b * (Np + 1) + 1 + i) * D + d];
+  }
+}
+/* dpos[j, c] += sum_b dx[b, j, c] (and dcls for j = 0), the samples summed in order. */
+template <typename T>
+__global__ void tokens_sum_kernel(float *dcls, float *dpos, const T *dx, int B, int Np, int D) {
+  const size_t N = (size_t)Np + 1, total = N * D;
+  GRID_STRIDE(e, total) {
+    const size_t j = e / D, c = e % D;
+    float acc = 0.0f;
+    for (int b = 0; b < B; b++) acc += ldf(&dx[((size_t)b * N + j) * D + c]);
+    dpos[e] += acc;
+    if (j == 0) dcls[c] += acc;
+  }
+}
+template <typename T>
+void k_tokens_bwd(T *dpatches, float *dcls, float *dpos, const T *dx, int B, int Np, int D) {
+  const size_t np = (size_t)B * Np * D;
+  if (dpatches && np) {
+    tokens_copy_kernel<T><<<cu_blocks(np, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dpatches, dx,
+                                                                                    Np, D, np);
+    CHECK_LAUNCH();
+  }
+  const size_t ns = (size_t)(Np + 1) * D;
+  tokens_sum_kernel<T><<<cu_blocks(ns, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dcls, dpos, dx, B,
+                                                                                 Np, D);
+  CHECK_LAUNCH();
+}
+
+/* ---- centre and EMA ----------------------------------------------------------------------------- */
+
+__global__ void center_kernel(float *center, const float *tsum, int K, float count, float a,
+                              float b) {
+  GRID_STRIDE(k, (size_t)K) {
+    center[k] = __fadd_rn(__fmul_rn(center[k], a), __fmul_rn(__fdiv_rn(tsum[k], count), b));
+  }
+}
+void k_center_update(float *center, const float *tsum, int K, float count, double m) {
+  if (K <= 0) return;
+  center_kernel<<<cu_blocks((size_t)K, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
+      center, tsum, K, count, (float)m, (float)(1.0 - m));
+  CHECK_LAUNCH();
+}
+
+__global__ void ema_kernel(float *dst, const float *src, size_t n, float a, float b) {
+  GRID_STRIDE(i, n) dst[i] = __fadd_rn(__fmul_rn(dst[i], a), __fmul_rn(b, src[i]));
+}
+void k_ema(float *dst, const float *src, size_t n, double m) {
+  if (!n) return;
+  ema_kernel<<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dst, src, n, (float)m,
+                                                                     (float)(1.0 - m));
+  CHECK_LAUNCH();
+}
+
+/* ---- instantiations ----------------------------------------------------------------------------- */
+
+#define INSTANTIATE(T)                                                                            \
+  template void k_convert_from_f32<T>(T *, const float *, size_t);                                \
+  template void k_convert_to_f32<T>(float *, const T *, size_t);                                  \
+  template void k_gelu_fwd<T>(T *, const T *, size_t);                                            \
+  template void k_gelu_bwd<T>(T *, const T *, const T *, size_t);                                 \
+  template void k_residual_fwd<T>(T *, const T *, const T *, const float *, int, int, int);       \
+  template void k_residual_bwd<T>(T *, const T *, const float *, int, int, int);                  \
+  template void k_patchify<T>(T *, const float *, int, int, int, int, int);                       \
+  template void k_tokens_fwd<T>(T *, const T *, const float *, const float *, int, int, int);      \
+  template void k_tokens_bwd<T>(T *, float *, float *, const T *, int, int, int);
+INSTANTIATE(float)
+INSTANTIATE(bf16)

@@ -1,0 +1,180 @@
+/* gemm_lt.cu - every GEMM of the CUDA backend through cuBLASLt, with a cache of plans per shape.
+ *
+ * bf16 (or fp32) operands, fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for bf16, plain fp32
+ * without TF32 for fp32), output bf16 or fp32, the Linear bias fused as the BIAS epilogue.  A plan
+ * (descriptors and the algorithm cuBLASLt's heuristic picked) is built once per shape, types,
+ * epilogue and operand alignment, then reused: the heuristic query costs more than a small GEMM.
+ * When no algorithm supports the bias epilogue for a shape, the plan runs the GEMM without it and
+ * adds the bias with a separate kernel. */
+#include "build_config.h"
+
+#include <cublasLt.h>
+#include <string.h>
+
+#include <vector>
+
+#include "cuda_internal.h"
+
+#define LT_WORKSPACE (32u << 20) /* cuBLASLt's recommendation for Hopper */
+
+static cublasLtHandle_t lt;
+static void *lt_ws;
+
+struct lt_key {
+  int transa, transb, m, n, k, lda, ldb, ldd;
+  int at, bt, dt;
+  int bias, accumulate;
+  unsigned align[4]; /* A, B, D, bias: largest power of two <= 256 dividing the address */
+};
+
+struct lt_plan {
+  struct lt_key key;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatmulAlgo_t algo;
+  int bias_epilogue; /* 0: bias added by bias_kernel after the GEMM */
+};
+
+static std::vector<lt_plan> *plans;
+
+static unsigned align_of(const void *p) {
+  const uintptr_t a = (uintptr_t)p;
+  unsigned al = 256;
+  while (al > 1 && a % al) al >>= 1;
+  return al;
+}
+
+void lt_init(void) {
+  CHECK_CUBLAS(cublasLtCreate(&lt));
+  lt_ws = cu_dev_alloc(LT_WORKSPACE, "cuBLASLt workspace");
+  plans = new std::vector<lt_plan>();
+}
+
+/* y[j*ld + i] += b[i] for the m x n column-major result (bias of the same type as y). */
+template <typename T> __global__ void bias_kernel(T *y, const T *b, int m, int n, int ld) {
+  const size_t total = (size_t)m * n;
+  for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (size_t)gridDim.x * blockDim.x) {
+    const int i = (int)(e % m);
+    const size_t j = e / m;
+    stf(&y[j * ld + i], ldf(&y[j * ld + i]) + ldf(&b[i]));
+  }
+}
+
+static int build(struct lt_plan *p, const void *bias, int with_epilogue) {
+  const struct lt_key *k = &p->key;
+  CHECK_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (with_epilogue) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    /* the heuristic reads the pointer's alignment */
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
+  }
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)k->at, k->transa ? k->k : k->m,
+                                          k->transa ? k->m : k->k, k->lda));
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, (cudaDataType_t)k->bt, k->transb ? k->n : k->k,
+                                          k->transb ? k->k : k->n, k->ldb));
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->ld, (cudaDataType_t)k->dt, k->m, k->n, k->ldd));
+  cublasLtMatmulPreference_t pref;
+  CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = LT_WORKSPACE;
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
+  const uint32_t aa = k->align[0], ab = k->align[1], ad = k->align[2];
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                    &aa, sizeof aa));
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                    &ab, sizeof ab));
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                    &ad, sizeof ad));
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                    &ad, sizeof ad));
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  memset(&res, 0, sizeof res);
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+  CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p->algo = res.algo;
+    p->bias_epilogue = with_epilogue;
+    return 1;
+  }
+  /* NOT_SUPPORTED (no algorithm) is an answer here, any other failure is an error */
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(st);
+  CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->la));
+  CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->lb));
+  CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->ld));
+  CHECK_CUBLAS(cublasLtMatmulDescDestroy(p->op));
+  return 0;
+}
+
+static struct lt_plan *plan_for(const struct lt_key *key, const void *bias) {
+  for (auto &p : *plans)
+    if (!memcmp(&p.key, key, sizeof *key)) return &p;
+  struct lt_plan p;
+  memset(&p, 0, sizeof p);
+  p.key = *key;
+  if (!(key->bias && build(&p, bias, 1)) && !build(&p, NULL, 0))
+    SCD_FAIL("cuBLASLt has no algorithm for the GEMM m=%d n=%d k=%d (trans %d%d, lda %d ldb %d "
+             "ldd %d, types %d %d %d, alignment %u %u %u)",
+             key->m, key->n, key->k, key->transa, key->transb, key->lda, key->ldb, key->ldd,
+             key->at, key->bt, key->dt, key->align[0], key->align[1], key->align[2]);
+  plans->push_back(p);
+  return &plans->back();
+}
+
+void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+               int ldd, float beta, const void *bias) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) { /* empty sum: D = beta D */
+    SCD_ASSERT(beta == 0.0f || beta == 1.0f);
+    if (beta == 0.0f)
+      for (int j = 0; j < n; j++)
+        CHECK_CUDA(cudaMemsetAsync((char *)D + (size_t)j * ldd * (dt == CUDA_R_32F ? 4 : 2), 0,
+                                   (size_t)m * (dt == CUDA_R_32F ? 4 : 2), cu.stream));
+    SCD_ASSERT(!bias);
+    return;
+  }
+  struct lt_key key;
+  memset(&key, 0, sizeof key);
+  key.transa = transa;
+  key.transb = transb;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = lda;
+  key.ldb = ldb;
+  key.ldd = ldd;
+  key.at = (int)at;
+  key.bt = (int)bt;
+  key.dt = (int)dt;
+  key.bias = bias != NULL;
+  key.accumulate = beta != 0.0f;
+  key.align[0] = align_of(A);
+  key.align[1] = align_of(B);
+  key.align[2] = align_of(D);
+  key.align[3] = bias ? align_of(bias) : 0;
+  struct lt_plan *p = plan_for(&key, bias);
+  if (p->bias_epilogue)
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
+  const float alpha = 1.0f;
+  CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
+                              &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
+  if (bias && !p->bias_epilogue) {
+    if (dt == CUDA_R_32F)
+      bias_kernel<float><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
+          (float *)D, (const float *)bias, m, n, ldd);
+    else
+      bias_kernel<bf16><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
+          (bf16 *)D, (const bf16 *)bias, m, n, ldd);
+    CHECK_LAUNCH();
+  }
+}

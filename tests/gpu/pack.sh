@@ -1,0 +1,40 @@
+#!/bin/sh
+# tests/gpu/pack.sh - get a GPU session ready, on this (GPU-less) machine: build the GPU tests, the
+# benchmark and the binary in a --with-cuda build directory, copy them (stripped) and the Debian
+# runtime libraries they link (Open MPI, HDF5, libtiff, OpenBLAS) into PACK, and print the one
+# command to run on the GPU machine.
+#
+# usage: tests/gpu/pack.sh BUILD_DIR [PACK_DIR]
+#   BUILD_DIR  a build configured with --with-cuda (e.g. mkdir b && cd b && ../configure --with-cuda)
+#   PACK_DIR   default: build-gpu at the top of the source tree (ignored by git through /build*/;
+#              the device tool carries it when its name is given in `carry`)
+set -eu
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [PACK_DIR]" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+pack=${2:-$top/build-gpu}
+grep -q '^#define HAVE_CUDA 1' "$build/build_config.h" ||
+  { echo "$build is not configured --with-cuda" >&2; exit 2; }
+progs="tests/gpu/test_gpu_ops tests/gpu/test_gpu_model_ref tests/gpu/test_gpu_train
+tests/gpu/test_gpu_augment tests/gpu/test_gpu_nccl tests/gpu/test_gpu_absent tests/test_optim_update
+bench/gpu_train_bench tests/train_mkdata scdino"
+# shellcheck disable=SC2086
+make -C "$build" -j"$(nproc)" $progs
+mkdir -p "$pack/bin"
+rm -f "$pack"/bin/*
+for p in $progs; do
+  cp "$build/$p" "$pack/bin/"
+  strip "$pack/bin/$(basename "$p")"
+done
+if ! ls "$pack"/debs/*.deb >/dev/null 2>&1; then
+  fetch=${SCDINO_SHARED:-/work/shared}/device/fetch-runtime-debs.sh
+  [ -x "$fetch" ] || fetch=$top/../shared/device/fetch-runtime-debs.sh
+  "$fetch" "$pack/debs"
+fi
+du -sh "$pack"
+rel=${pack#"$top"/}
+cat <<MSG
+Ready.  On the GPU machine (device tool, from the repository root), with carry = ["$rel"]:
+    tests/gpu/run.sh $rel all
+or in two calls of under 10 minutes each: 'tests bench' then 'torch' (see tests/gpu/run.sh).
+MSG

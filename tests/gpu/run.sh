@@ -1,0 +1,179 @@
+#!/bin/bash
+# tests/gpu/run.sh - on a GPU machine: the GPU tests, then the training benchmarks (scdino and
+# PyTorch side by side); full logs under $OUT, a short table last.
+#
+# usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
+#   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
+#   STAGE     tests | bench | torch | train | all (default all = tests bench torch train)
+#             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
+#                    GPU crops, NCCL, fused optimizer)
+#             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64, then the largest batch
+#                    that fits (bf16)
+#             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64
+#             train  scdino itself: a short training run with device = 'cuda' on tiny data
+# Runs from the repository root.  Needs no MPI, HDF5 or libtiff of its own: the Debian runtime
+# packages in PACK_DIR/debs are unpacked into a private prefix (/tmp/scdino-rt), never into /.
+set -u
+pack=${1:-build-gpu}
+shift || true
+stages=${*:-all}
+[ "$stages" = all ] && stages="tests bench torch train"
+out=${OUT:-/tmp/scdino-gpu-out}
+mkdir -p "$out"
+tests_log=$out/tests.log
+bench_log=$out/bench.log
+summary=$out/summary.txt
+[ -d "$pack/bin" ] || { echo "run.sh: no $pack/bin (run tests/gpu/pack.sh here first)"; exit 2; }
+bin=$(cd "$pack/bin" && pwd)
+
+# ---- runtime libraries ---------------------------------------------------------------------------
+rt=/tmp/scdino-rt
+unpack() { # a .deb into $rt: dpkg -x, or ar + tar where there is no dpkg
+  if command -v dpkg >/dev/null 2>&1; then
+    dpkg -x "$1" "$rt"
+  else
+    local d
+    d=$(mktemp -d)
+    (cd "$d" && ar x "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" && tar -xf data.tar.* -C "$rt")
+    rm -rf "$d"
+  fi
+}
+if [ ! -d "$rt/usr" ]; then
+  mkdir -p "$rt"
+  for f in "$pack"/debs/*.deb; do unpack "$f"; done
+fi
+nvlibs=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | paste -sd:)
+export LD_LIBRARY_PATH="$rt/usr/lib/x86_64-linux-gnu:$rt/usr/lib/x86_64-linux-gnu/openmpi/lib:$nvlibs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export SCDINO_TESTDATA=$PWD/tests/data OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+{
+  echo "== $(date -u) on $(hostname)"
+  nvidia-smi 2>&1
+  echo "== libraries of the binaries"
+  ldd "$bin/test_gpu_ops" 2>&1
+} >> "$tests_log"
+if ldd "$bin/test_gpu_ops" | grep -q "not found"; then
+  note "MISSING LIBRARIES: $(ldd "$bin/test_gpu_ops" | grep 'not found' | paste -sd' ')"
+fi
+
+# ---- tests ---------------------------------------------------------------------------------------
+run_test() { # name, timeout
+  local name=$1 t0 rc tmp=/tmp/scdino-gpu-test.out
+  t0=$(date +%s)
+  echo "==== $name" >> "$tests_log"
+  timeout "$2" "$bin/$name" > "$tmp" 2>&1
+  rc=$?
+  cat "$tmp" >> "$tests_log"
+  local res=FAIL
+  case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
+  local checks
+  checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$tmp" | tail -1)
+  note "$(printf '%-22s %-7s %4ss  %s' "$name" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
+  grep -E "^(FAIL|SKIP)|error" "$tmp" | head -20 | sed 's/^/    /' >> "$summary"
+  rm -f "$tmp"
+}
+if [[ " $stages " == *" tests "* ]]; then
+  note "GPU tests (log: tests.log)"
+  run_test test_gpu_absent 60
+  run_test test_gpu_ops 300
+  run_test test_gpu_model_ref 120
+  run_test test_gpu_train 300
+  run_test test_gpu_augment 120
+  run_test test_gpu_nccl 120
+  run_test test_optim_update 120
+fi
+
+# ---- benchmarks ------------------------------------------------------------------------------------
+results=$out/results.txt
+[[ " $stages " == *" bench "* || " $stages " == *" torch "* ]] && : > "$results"
+bench() { # label, arguments...
+  local label=$1
+  shift
+  echo "==== gpu_train_bench $*" >> "$bench_log"
+  timeout 300 "$bin/gpu_train_bench" "$@" >> "$bench_log" 2>&1
+  local rc=$?
+  local r
+  r=$(grep '^RESULT' "$bench_log" | tail -1)
+  if [ $rc = 0 ]; then echo "$label $r" >> "$results"; fi
+  return $rc
+}
+if [[ " $stages " == *" bench "* ]]; then
+  ok=0 m=""
+  if bench "scdino-bf16" -B 64 -P bf16 -x; then ok=1
+  else # NCCL could not start (one rank, no network?): the MPI communicator, and say so
+    note "gpu_train_bench with NCCL failed: $(tail -1 "$bench_log"); again with MPI (-M)"
+    m=-M
+    bench "scdino-bf16-mpi" -B 64 -P bf16 -x $m && ok=1
+  fi
+  if [ $ok = 1 ]; then
+    (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 $m)
+    bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
+    largest=64
+    for b in 96 128 192 256 384 512; do
+      if bench "scdino-bf16-b$b" -B $b -P bf16 -s 3 -w 1 $m; then largest=$b; else
+        grep -q "out of memory" <(tail -3 "$bench_log") || note "batch $b failed for another reason than memory:"
+        tail -2 "$bench_log" | sed 's/^/    /' >> "$summary"
+        break
+      fi
+    done
+    note "largest batch per GPU that fits (bf16, of 64 96 128 192 256 384 512): $largest"
+  else
+    note "gpu_train_bench failed: $(tail -1 "$bench_log")"
+  fi
+fi
+if [[ " $stages " == *" torch "* ]]; then
+  for mode in eager compile; do
+    echo "==== torch_dino_step.py --mode $mode" >> "$bench_log"
+    # torch loads its own CUDA libraries: no LD_LIBRARY_PATH of ours
+    if env -u LD_LIBRARY_PATH timeout 480 python3 bench/torch_dino_step.py --mode $mode --batch 64 \
+      >> "$bench_log" 2>&1; then
+      echo "torch-$mode $(grep '^RESULT' "$bench_log" | tail -1)" >> "$results"
+    else
+      note "torch_dino_step.py --mode $mode failed: $(tail -1 "$bench_log")"
+    fi
+  done
+fi
+
+# ---- scdino end to end -----------------------------------------------------------------------------
+if [[ " $stages " == *" train "* ]]; then
+  w=/tmp/scdino-train
+  rm -rf "$w" && mkdir -p "$w"
+  echo "==== scdino train, device = 'cuda'" >> "$tests_log"
+  "$bin/train_mkdata" "$w/shards" 64 3 64 64 >> "$tests_log" 2>&1
+  cat > "$w/deck.nml" <<NML
+&control calculation = 'train', run_dir = '$w/run' /
+&data shard_dir = '$w/shards' /
+&model arch = 'vit_tiny', patch_size = 16, out_dim = 4096 /
+&crops global_size = 64, local_size = 32, local_crops_number = 4 /
+&training epochs = 2, batch_size_per_rank = 16, log_every = 1, warmup_epochs = 1 /
+&system device = 'cuda' /
+NML
+  if timeout 300 "$bin/scdino" "$w/deck.nml" >> "$tests_log" 2>&1; then
+    note "scdino train on the GPU: PASS ($(grep -c 'loss' "$tests_log") log lines with a loss)"
+  else
+    note "scdino train on the GPU: FAIL (see tests.log)"
+  fi
+fi
+
+# ---- the table ---------------------------------------------------------------------------------------
+if [ -s "${results:-/nonexistent}" ]; then
+  {
+    echo
+    printf '%-20s %5s %9s %9s %6s %7s %8s %6s %9s\n' run batch "step ms" "images/s" MFU "data ms" \
+      "comp ms" "comm" "peak MiB"
+    while read -r label rest; do
+      get() { echo "$rest" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+      printf '%-20s %5s %9s %9s %6s %7s %8s %6s %9s\n' "$label" "$(get batch)" "$(get step_ms)" \
+        "$(get images_per_s)" "$(get mfu)" "$(get data_ms)" "$(get compute_ms)" "$(get comm_ms)" \
+        "$(get peak_mib)"
+      if [ -n "$(get model_step_ms)" ]; then
+        printf '%-20s %5s %9s %9s %6s\n' "  model only" "$(get batch)" "$(get model_step_ms)" \
+          "$(get model_images_per_s)" "$(get model_mfu)"
+      fi
+    done < "$results"
+  } | tee -a "$summary"
+fi
+echo "logs: $out (summary.txt, tests.log, bench.log, results.txt)"

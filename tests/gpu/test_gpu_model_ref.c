@@ -1,0 +1,285 @@
+/* test_gpu_model_ref.c - the checks of test_model_ref (two DINO training steps against upstream
+ * PyTorch's tensors in dino_tiny.h5) with the CUDA backend, in fp32 and in bf16, with each of the
+ * two attention implementations.
+ *
+ * Same sequence as the CPU test: forward (CLS outputs, interpolated position embedding, logits,
+ * last-block attention through the inference path), loss, centre, gradients before and after
+ * per-tensor clipping, AdamW and the EMA, twice.  Tolerances (relative L2 error per tensor):
+ * fp32 2e-5 forward, 2e-4 gradients, 2e-5 weights (the CPU test's, doubled: sums run in another
+ * order); bf16 5e-2 forward and 2.5e-1 gradients (bf16 activations carry 2^-9 relative per value
+ * and per layer; a wrong kernel gives errors of order 1).  bf16 weights: AdamW's first steps move
+ * every element by about lr, in the direction of its gradient's sign, which rounding can flip
+ * where a gradient is tiny; so no element may differ by more than 2.5 lr per step taken, and the
+ * whole buffer by 1e-2 relative.  The key part of qkv.bias has an exactly zero gradient, so there
+ * both sides hold rounding noise: it is compared in absolute terms, as in the CPU test. */
+#include "build_config.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cuda/backend_cuda.h"
+#include "dino_loss.h"
+#include "dino_model.h"
+#include "gpu_util.h"
+#include "ops.h"
+#include "optim.h"
+#include "../testutil.h"
+
+#define TOL_KBIAS 1e-4 /* absolute per step on the key part of qkv.bias (lr 1e-3 steps) */
+
+static const char *ref;
+static const struct ops *ops;
+static double tol_fwd, tol_grad, tol_w;
+static char tag[16];
+
+/* Compare n values of device memory (activations when act, else fp32) with a dataset. */
+static void cmp_dev(const void *dev, int act, size_t n, const char *dset, double tol) {
+  size_t rn = 0;
+  float *r = t_h5_read_f32(ref, dset, &rn, NULL, NULL);
+  T_CHECK(rn == n, "%s: %zu elements, expected %zu", dset, rn, n);
+  float *h = malloc(n * sizeof(float));
+  if (act)
+    gpu_act_down(ops, h, dev, n);
+  else
+    gpu_f32_down(ops, h, dev, n);
+  char what[256];
+  snprintf(what, sizeof what, "%s %s", tag, dset);
+  if (rn == n) gpu_cmp(what, h, r, n, tol);
+  free(h);
+  free(r);
+}
+
+static void load_params(const struct tensor_table *tt, const char *group, float *dev) {
+  float *host = calloc(tt->size, sizeof(float));
+  for (int i = 0; i < tt->n; i++) {
+    const struct tensor *t = &tt->t[i];
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", group, t->name);
+    size_t n = 0;
+    float *x = t_h5_read_f32(ref, path, &n, NULL, NULL);
+    T_CHECK(n == t->n, "%s: %zu elements, table says %zu", path, n, t->n);
+    if (n == t->n) memcpy(host + t->off, x, n * sizeof(float));
+    free(x);
+  }
+  ops->upload(dev, host, tt->size * sizeof(float));
+  if (ops->params_changed) ops->params_changed(dev, tt->size);
+  free(host);
+}
+
+static int is_qkv_bias(const struct tensor *t) {
+  const size_t n = strlen(t->name);
+  return n >= 13 && !strcmp(t->name + n - 13, "attn.qkv.bias");
+}
+
+static double lr_ref; /* AdamW's learning rate of the reference */
+
+/* Weights in bf16: every element within 2.5 lr per step, the whole buffer within 1e-2. */
+static void cmp_weights_bf16(const struct tensor_table *tt, const char *group, const float *host,
+                             int steps) {
+  double num = 0, den = 0, mx = 0;
+  for (int i = 0; i < tt->n; i++) {
+    const struct tensor *t = &tt->t[i];
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", group, t->name);
+    size_t n = 0;
+    float *r = t_h5_read_f32(ref, path, &n, NULL, NULL);
+    T_CHECK(n == t->n, "%s: %zu elements, expected %zu", path, n, t->n);
+    for (size_t j = 0; j < n && n == t->n; j++) {
+      const double d = (double)host[t->off + j] - r[j];
+      num += d * d;
+      den += (double)r[j] * r[j];
+      if (fabs(d) > mx || d != d) mx = fabs(d);
+    }
+    free(r);
+  }
+  const double rel = sqrt(num / den);
+  printf("  %s %-28s whole buffer rel err %.3e (tol 1e-2), max abs diff %.3e (tol %.1e)\n", tag,
+         group, rel, mx, 2.5 * lr_ref * steps);
+  T_CHECK(rel <= 1e-2, "%s %s: relative error %.3e", tag, group, rel);
+  T_CHECK(mx <= 2.5 * lr_ref * steps, "%s %s: an element differs by %.3e", tag, group, mx);
+}
+
+/* Every tensor of a flat fp32 device buffer against <group>/<name>. */
+static void cmp_params(const struct tensor_table *tt, const char *group, const float *dev,
+                       double tol, int grads, int steps) {
+  float *host = malloc(tt->size * sizeof(float));
+  gpu_f32_down(ops, host, dev, tt->size);
+  if (!grads && gpu_is_bf16(ops)) {
+    cmp_weights_bf16(tt, group, host, steps);
+    free(host);
+    return;
+  }
+  double mx = 0;
+  for (int i = 0; i < tt->n; i++) {
+    const struct tensor *t = &tt->t[i];
+    if (grads && !(t->flags & TENSOR_GRAD)) continue;
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", group, t->name);
+    size_t n = 0;
+    float *r = t_h5_read_f32(ref, path, &n, NULL, NULL);
+    T_CHECK(n == t->n, "%s: %zu elements, expected %zu", path, n, t->n);
+    if (n != t->n) {
+      free(r);
+      continue;
+    }
+    double e;
+    if (is_qkv_bias(t)) { /* q and v relative, k absolute (see the header) */
+      const size_t D3 = n / 3;
+      float *o2 = malloc(2 * D3 * sizeof(float)), *r2 = malloc(2 * D3 * sizeof(float));
+      memcpy(o2, host + t->off, D3 * sizeof(float));
+      memcpy(o2 + D3, host + t->off + 2 * D3, D3 * sizeof(float));
+      memcpy(r2, r, D3 * sizeof(float));
+      memcpy(r2 + D3, r + 2 * D3, D3 * sizeof(float));
+      e = t_rel_err_f32(o2, r2, 2 * D3);
+      if (!grads) {
+        const double ek = t_max_abs_diff_f32(host + t->off + D3, r + D3, D3);
+        T_CHECK(ek <= TOL_KBIAS * steps, "%s %s (k part): max abs difference %.3e", tag, path, ek);
+      }
+      free(o2);
+      free(r2);
+    } else {
+      e = t_rel_err_f32(host + t->off, r, n);
+    }
+    T_CHECK(e <= tol, "%s %s: relative error %.3e > %.1e", tag, path, e, tol);
+    if (t_verbose) printf("  %s %-60s rel err %.3e\n", tag, path, e);
+    if (e > mx || e != e) mx = e;
+    free(r);
+  }
+  printf("  %s %-28s max rel err over %d tensors %.3e (tol %.0e)\n", tag, group, tt->n, mx, tol);
+  free(host);
+}
+
+static float *upload_dataset(const char *dset) {
+  size_t n = 0;
+  float *h = t_h5_read_f32(ref, dset, &n, NULL, NULL);
+  float *d = gpu_f32_up(ops, h, n);
+  free(h);
+  return d;
+}
+
+static void run(const char *precision, const char *attention) {
+  ops = gpu_or_skip(precision);
+  backend_cuda_set_attention(attention);
+  snprintf(tag, sizeof tag, "%s/%s", precision, attention);
+  const int bf = gpu_is_bf16(ops);
+  tol_fwd = bf ? 5e-2 : 2e-5;
+  tol_grad = bf ? 2.5e-1 : 2e-4;
+  tol_w = 2e-5; /* fp32; bf16 weights: cmp_weights_bf16 */
+  const int B = (int)t_h5_attr(ref, "batch"), ncrops = (int)t_h5_attr(ref, "ncrops");
+  const int nl = (int)t_h5_attr(ref, "n_local"), G = (int)t_h5_attr(ref, "global_size");
+  const int L = (int)t_h5_attr(ref, "local_size"), K = (int)t_h5_attr(ref, "out_dim");
+  struct dino_spec spec = {0};
+  spec.vit.patch = (int)t_h5_attr(ref, "patch");
+  spec.vit.in_chans = (int)t_h5_attr(ref, "chans");
+  spec.vit.dim = (int)t_h5_attr(ref, "embed");
+  spec.vit.depth = (int)t_h5_attr(ref, "depth");
+  spec.vit.heads = (int)t_h5_attr(ref, "heads");
+  spec.vit.mlp_hidden = spec.vit.dim * (int)t_h5_attr(ref, "mlp_ratio");
+  spec.vit.pos_grid = G / spec.vit.patch;
+  spec.head.hidden = (int)t_h5_attr(ref, "hidden");
+  spec.head.bottleneck = (int)t_h5_attr(ref, "bottleneck");
+  spec.head.out_dim = K;
+  spec.head.nlayers = (int)t_h5_attr(ref, "nlayers");
+  spec.head.norm_last_layer = 1;
+  const double lr = lr_ref = t_h5_attr(ref, "lr"), wd = t_h5_attr(ref, "wd"), clip = t_h5_attr(ref, "clip");
+  const double mom = t_h5_attr(ref, "momentum");
+  const int epoch = (int)t_h5_attr(ref, "epoch"), freeze = (int)t_h5_attr(ref, "freeze_last_layer");
+
+  struct dino_model *m = dino_model_create(ops, &spec);
+  load_params(&m->tt, "/init/student", m->student);
+  dino_model_copy_student_to_teacher(m);
+  dino_model_plan(m, B, nl, G, L);
+  struct dino_loss loss;
+  dino_loss_init(&loss, ops, K, ncrops, t_h5_attr(ref, "teacher_temp"), t_h5_attr(ref, "teacher_temp"),
+                 0, 1, t_h5_attr(ref, "student_temp"), t_h5_attr(ref, "center_momentum"));
+  struct optim opt;
+  optim_init(&opt, ops, &m->tt);
+
+  struct arena aa;
+  arena_init(&aa, ops);
+  struct vit_pass ip = {0};
+  struct vit_scratch is;
+  const int N = vit_tokens(&m->vit, G, G), D = spec.vit.dim, H = spec.vit.heads;
+  for (int r = 0; r < 2; r++) {
+    vit_pass_plan(&ip, &m->vit, &aa, "attn", 2 * B, G, G, 0);
+    vit_scratch_plan(&is, &m->vit, &aa, (size_t)2 * B * N, N - 1, 0);
+    if (r == 0) arena_alloc(&aa);
+  }
+  arena_check(&aa);
+  float *attn = ops->alloc((size_t)2 * B * H * N * N * sizeof(float));
+  void *cls_inf = ops->alloc((size_t)2 * B * D * ops->act_size);
+  const size_t e = ops->act_size;
+
+  for (int step = 1; step <= 2; step++) {
+    char p[256];
+    printf("%s step %d\n", tag, step);
+    snprintf(p, sizeof p, "/step%d/inputs/global", step);
+    float *gl = upload_dataset(p);
+    snprintf(p, sizeof p, "/step%d/inputs/local", step);
+    float *lc = upload_dataset(p);
+    snprintf(p, sizeof p, "/step%d/center_before", step);
+    cmp_dev(loss.center, 0, (size_t)K, p, 1e-5);
+    dino_model_forward(m, gl, lc, B, NULL);
+    snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
+    cmp_dev(m->sh.in, 1, (size_t)2 * B * D, p, tol_fwd);
+    snprintf(p, sizeof p, "/step%d/outputs/student_cls_local", step);
+    cmp_dev((char *)m->sh.in + (size_t)2 * B * D * e, 1, (size_t)nl * B * D, p, tol_fwd);
+    snprintf(p, sizeof p, "/step%d/outputs/pos_embed_local", step);
+    cmp_dev(m->sl.pos, 0, (size_t)m->sl.N * D, p, 2e-5); /* fp32 in both precisions */
+    snprintf(p, sizeof p, "/step%d/outputs/student_logits", step);
+    cmp_dev(m->sh.logits, 1, (size_t)ncrops * B * K, p, tol_fwd);
+    snprintf(p, sizeof p, "/step%d/outputs/teacher_logits", step);
+    cmp_dev(m->th.logits, 1, (size_t)2 * B * K, p, tol_fwd);
+    vit_forward(&m->vit, ops, m->student, &ip, &is, 2 * B, gl, cls_inf, attn);
+    snprintf(p, sizeof p, "/step%d/outputs/attention_last_global", step);
+    cmp_dev(attn, 0, (size_t)2 * B * H * N * N, p, tol_fwd);
+    snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
+    cmp_dev(cls_inf, 1, (size_t)2 * B * D, p, tol_fwd);
+
+    const double lv = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, epoch);
+    snprintf(p, sizeof p, "/step%d/outputs/loss", step);
+    double *rl = t_h5_read_f64(ref, p, NULL);
+    const double le = fabs(lv - rl[0]) / fabs(rl[0]);
+    printf("  %s loss %.8f reference %.8f rel err %.3e\n", tag, lv, rl[0], le);
+    T_CHECK(le <= (bf ? 2e-2 : 2e-5), "%s loss %.9g vs %.9g", tag, lv, rl[0]);
+    free(rl);
+
+    dino_model_backward(m, B, NULL, NULL);
+    snprintf(p, sizeof p, "/step%d/grads", step);
+    cmp_params(&m->tt, p, m->grads, tol_grad, 1, step);
+    dino_loss_update_center(&loss, B, 1, NULL, NULL);
+    snprintf(p, sizeof p, "/step%d/center_after", step);
+    cmp_dev(loss.center, 0, (size_t)K, p, bf ? 2e-2 : 2e-5);
+    optim_clip(&opt, m->grads, clip, NULL);
+    snprintf(p, sizeof p, "/step%d/clipped_grads", step);
+    cmp_params(&m->tt, p, m->grads, tol_grad, 1, step);
+    optim_step(&opt, m->student, m->grads, lr, wd, epoch < freeze);
+    snprintf(p, sizeof p, "/step%d/student", step);
+    cmp_params(&m->tt, p, m->student, tol_w, 0, step);
+    dino_model_ema(m, mom);
+    snprintf(p, sizeof p, "/step%d/teacher", step);
+    cmp_params(&m->tt, p, m->teacher, tol_w, 0, step);
+    ops->free(gl);
+    ops->free(lc);
+  }
+  ops->free(attn);
+  ops->free(cls_inf);
+  vit_pass_free(&ip);
+  arena_free(&aa);
+  optim_free(&opt);
+  dino_loss_free(&loss);
+  dino_model_destroy(m);
+}
+
+int main(int argc, char **argv) {
+  t_init(argc, argv);
+  ref = t_datafile("dino_tiny.h5");
+  run("fp32", "gemm");
+  run("fp32", "flash");
+  run("bf16", "gemm");
+  run("bf16", "flash");
+  return t_finish();
+}
