@@ -1,11 +1,16 @@
 /* train_step.c - time full DINO training steps of a ViT on the CPU backend, split by op kind.
  *
  * usage: train_step [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-B batch] [-g global]
- *                   [-l local] [-n n_local] [-K out_dim] [-s steps] [-t threads]
+ *                   [-l local] [-n n_local] [-K out_dim] [-M head_hidden] [-b bottleneck]
+ *                   [-s steps] [-t threads] [-G]
  * One step = teacher forward, student forward (global + local crops), DINO loss, backward,
- * centre update, per-tensor clipping, AdamW, EMA: what the training loop runs per iteration. */
+ * centre update, per-tensor clipping, AdamW, EMA: what the training loop runs per iteration.
+ * -G: also replay every GEMM of one step (the shapes recorded from the Linear and matmul ops) as a
+ * plain cblas_sgemm loop with the same thread count, and print the GEMM efficiency: that loop's
+ * time over the time the step's GEMM ops took (bench/cpu_vs_torch.sh). */
 #include "build_config.h"
 
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +35,93 @@ static double head_flops(const struct head_dims *h, double R) {
   return f + 2 * R * h->bottleneck * (double)h->out_dim;
 }
 
+/* ---- GEMM shapes of a step, and their replay through plain cblas_sgemm ---- */
+
+struct gemm_rec {
+  int M, N, K, ta, tb;
+  float beta;
+};
+static struct gemm_rec *recs;
+static int nrec, caprec, recording;
+static const struct ops *real;
+
+static void rec(int M, int N, int K, int ta, int tb, float beta) {
+  if (!recording || M <= 0 || N <= 0 || K <= 0) return;
+  if (nrec == caprec) {
+    caprec = caprec ? 2 * caprec : 256;
+    recs = realloc(recs, (size_t)caprec * sizeof *recs);
+    if (!recs) abort();
+  }
+  recs[nrec++] = (struct gemm_rec){M, N, K, ta, tb, beta};
+}
+/* The GEMMs inside each op, as kern_dense.h computes them. */
+static void r_linear_fwd(void *y, const void *x, const float *w, const float *b, int M, int N, int K) {
+  rec(M, N, K, 0, 1, b ? 1.0f : 0.0f);
+  real->linear_fwd(y, x, w, b, M, N, K);
+}
+static void r_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x,
+                         const float *w, int M, int N, int K) {
+  if (dx) rec(M, K, N, 0, 0, 0.0f);
+  if (dw) rec(N, K, M, 1, 0, 1.0f);
+  real->linear_bwd(dx, dw, db, dy, x, w, M, N, K);
+}
+static void r_matmul(float *c, const float *a, const float *b, int M, int N, int K, int ta, int tb,
+                     float beta) {
+  rec(M, N, K, ta, tb, beta);
+  real->matmul_f32(c, a, b, M, N, K, ta, tb, beta);
+}
+
+/* Seconds of one pass over the recorded GEMMs with cblas_sgemm (BLAS's own threads). */
+static double replay(float *A, float *Bm, float *Cm) {
+  const double t0 = wtime();
+  for (int i = 0; i < nrec; i++) {
+    const struct gemm_rec *r = &recs[i];
+    cblas_sgemm(CblasRowMajor, r->ta ? CblasTrans : CblasNoTrans, r->tb ? CblasTrans : CblasNoTrans,
+                r->M, r->N, r->K, 1.0f, A, r->ta ? r->M : r->K, Bm, r->tb ? r->K : r->N, r->beta, Cm,
+                r->N);
+  }
+  return wtime() - t0;
+}
+
+static void gemm_efficiency(double gemm_s, int threads) {
+  size_t a = 1, b = 1, c = 1;
+  double flops = 0;
+  for (int i = 0; i < nrec; i++) {
+    const struct gemm_rec *r = &recs[i];
+    if ((size_t)r->M * r->K > a) a = (size_t)r->M * r->K;
+    if ((size_t)r->K * r->N > b) b = (size_t)r->K * r->N;
+    if ((size_t)r->M * r->N > c) c = (size_t)r->M * r->N;
+    flops += 2.0 * r->M * r->N * r->K;
+  }
+  float *A = malloc(a * sizeof(float)), *Bm = malloc(b * sizeof(float)), *Cm = calloc(c, sizeof(float));
+  if (!A || !Bm || !Cm) abort();
+  for (size_t i = 0; i < a; i++) A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+  for (size_t i = 0; i < b; i++) Bm[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+#ifdef OPENBLAS_VERSION
+  if (threads > 0) openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+  double best = 1e300;
+  for (int k = 0; k < 4; k++) {
+    const double t = replay(A, Bm, Cm);
+    if (k && t < best) best = t;
+  }
+  printf("GEMMs of one step: %d calls, %.2f GFLOP; scdino's Linear/matmul ops %.3f s (%.1f GFLOP/s), "
+         "plain cblas_sgemm loop %.3f s (%.1f GFLOP/s): GEMM efficiency %.0f%%\n",
+         nrec, flops / 1e9, gemm_s, flops / gemm_s / 1e9, best, flops / best / 1e9, 100 * best / gemm_s);
+  free(A);
+  free(Bm);
+  free(Cm);
+}
+
 int main(int argc, char **argv) {
   struct dino_spec s = {0};
   s.vit = (struct vit_dims){16, 5, 192, 12, 3, 768, 14, 0.1};
   s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
                               .norm_last_layer = 1};
-  int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, opt;
-  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:s:t:")) != -1) {
+  int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, gemm = 0, opt;
+  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:M:b:s:t:G")) != -1) {
     switch (opt) {
     case 'D': s.vit.dim = atoi(optarg); break;
     case 'L': s.vit.depth = atoi(optarg); break;
@@ -48,6 +133,9 @@ int main(int argc, char **argv) {
     case 'l': L = atoi(optarg); break;
     case 'n': nl = atoi(optarg); break;
     case 'K': s.head.out_dim = atoi(optarg); break;
+    case 'M': s.head.hidden = atoi(optarg); break;
+    case 'b': s.head.bottleneck = atoi(optarg); break;
+    case 'G': gemm = 1; break;
     case 's': steps = atoi(optarg); break;
     case 't': threads = atoi(optarg); break;
     default: fprintf(stderr, "see the header of bench/train_step.c for the options\n"); return 2;
@@ -55,7 +143,13 @@ int main(int argc, char **argv) {
   }
   s.vit.mlp_hidden = 4 * s.vit.dim;
   s.vit.pos_grid = 224 / s.vit.patch;
-  const struct ops *ops = backend_cpu();
+  real = backend_cpu();
+  static struct ops recorder;
+  recorder = *real;
+  recorder.linear_fwd = r_linear_fwd;
+  recorder.linear_bwd = r_linear_bwd;
+  recorder.matmul_f32 = r_matmul;
+  const struct ops *ops = gemm ? &recorder : real;
   ops->set_threads(threads);
   struct dino_model *m = dino_model_create(ops, &s);
   dino_model_init_weights(m, 40);
@@ -87,10 +181,11 @@ int main(int argc, char **argv) {
          s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, B, G, Ng, L, Nl, nl,
          tensors_numel(&m->tt), m->acts.size / 1048576.0, flops / 1e9);
 
-  double best = 1e300;
+  double best = 1e300, best_gemm = 0;
   for (int it = 0; it <= steps; it++) {
     struct ops_profile p;
     ops->profile(NULL, 1);
+    recording = it == 1; /* the shapes are the same every step */
     struct dino_droppath dp = {40, (uint64_t)it, NULL};
     const double t0 = wtime();
     dino_model_forward(m, g, l, B, &dp);
@@ -111,9 +206,13 @@ int main(int argc, char **argv) {
            it ? "" : "(warm-up)", it, tot, t1 - t0, t2 - t1, t3 - t2, t4 - t3,
            100 * p.gemm_s / tot, 100 * p.attn_s / tot, 100 * p.other_s / tot, flops / tot / 1e9,
            B / tot, lv);
-    if (it && tot < best) best = tot;
+    if (it && tot < best) {
+      best = tot;
+      best_gemm = p.gemm_s;
+    }
   }
   printf("best step %.3f s, %.1f GFLOP/s, %.2f images/s\n", best, flops / best / 1e9, B / best);
+  if (gemm) gemm_efficiency(best_gemm, threads);
   free(h);
   ops->free(g);
   ops->free(l);

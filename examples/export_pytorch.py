@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""export_pytorch.py - an scdino checkpoint.h5 as a PyTorch .pth in DINO/scDINO's layout.
+
+    python3 examples/export_pytorch.py run/checkpoint.h5 checkpoint.pth
+
+The .pth holds what upstream's main_dino.py saves:
+    {'student': {'module.backbone.cls_token': ..., 'module.head.last_layer.weight_v': ...},
+     'teacher': {'backbone.cls_token': ..., ...},
+     'optimizer': AdamW state_dict (param groups as upstream: weights, then biases and norms),
+     'epoch': next epoch to run, 'args': argparse.Namespace with the hyperparameters,
+     'dino_loss': {'center': [1, out_dim]}}
+so upstream's restart_from_checkpoint, eval_knn.py and visualize_attention.py read it
+(checkpoint_key 'teacher' or 'student'; the 'module.' prefix is what they strip).
+Needs h5py and torch.  --no-optimizer leaves the optimizer state out (a much smaller file).
+"""
+import argparse
+import re
+import sys
+
+try:
+    import h5py
+    import numpy as np
+    import torch
+except ImportError as e:  # pragma: no cover - depends on the installation
+    sys.exit(f"export_pytorch.py: needs h5py, numpy and torch ({e})")
+
+FORMAT = "scdino-checkpoint"
+VERSION = 1
+
+# Position of each name component in PyTorch's named_parameters() order of DINO's ViT and head.
+_ORDER = {"cls_token": 0, "pos_embed": 1, "patch_embed": 2, "blocks": 3, "norm": 4,
+          "norm1": 0, "attn": 1, "norm2": 2, "mlp": 3, "qkv": 0, "proj": 1, "fc1": 0, "fc2": 1,
+          "last_layer": 9, "weight": 0, "bias": 1, "weight_g": 0, "weight_v": 1,
+          "backbone": 0, "head": 1}
+
+
+def param_order(name):
+    """Sort key giving PyTorch's named_parameters() order for scdino/DINO tensor names."""
+    return tuple(int(p) if p.isdigit() else _ORDER.get(p, 50) for p in name.split("."))
+
+
+def is_regularized(name, shape):
+    """Upstream's get_params_groups: biases and 1-D tensors get no weight decay."""
+    return not (name.endswith(".bias") or len(shape) == 1)
+
+
+def attr(f, key, default=None):
+    v = f.attrs.get(key, default)
+    if isinstance(v, bytes):
+        v = v.decode()
+    if isinstance(v, np.generic):
+        v = v.item()
+    return v
+
+
+def read_group(g):
+    return {name: torch.from_numpy(np.array(g[name][()], dtype=np.float32)) for name in g}
+
+
+def export(src, dst, with_optimizer=True):
+    with h5py.File(src, "r") as f:
+        if attr(f, "format") != FORMAT:
+            sys.exit(f"export_pytorch.py: {src}: not an scdino checkpoint (format {attr(f, 'format')!r})")
+        if attr(f, "version") != VERSION:
+            sys.exit(f"export_pytorch.py: {src}: version {attr(f, 'version')} is not {VERSION}")
+        for g in ("student", "teacher"):
+            if g not in f:
+                sys.exit(f"export_pytorch.py: {src}: no /{g} group")
+        student = read_group(f["student"])
+        teacher = read_group(f["teacher"])
+        names = sorted(student, key=param_order)
+        out = {
+            "student": {"module." + n: student[n] for n in names},
+            "teacher": {n: teacher[n] for n in sorted(teacher, key=param_order)},
+            "epoch": int(attr(f, "epoch", 0)),
+        }
+        if "dino_loss/center" in f:
+            out["dino_loss"] = {"center": torch.from_numpy(np.array(f["dino_loss/center"][()], dtype=np.float32))}
+        hp = {k: attr(f, k) for k in ("arch", "patch_size", "in_chans", "embed_dim", "depth", "num_heads",
+                                      "mlp_hidden", "out_dim", "head_hidden_dim", "head_bottleneck_dim",
+                                      "head_nlayers", "norm_last_layer", "drop_path_rate", "seed",
+                                      "batch_size_per_rank", "world_size", "epochs") if k in f.attrs}
+        if "norm_last_layer" in hp:
+            hp["norm_last_layer"] = bool(hp["norm_last_layer"])
+        if "channels" in f.attrs:
+            hp["selected_channels"] = [int(c) for c in np.atleast_1d(f.attrs["channels"])]
+        # Upstream's argument names where they differ.
+        if "batch_size_per_rank" in hp:
+            hp["batch_size_per_gpu"] = hp["batch_size_per_rank"]
+        hp["use_bn_in_head"] = False
+        out["args"] = argparse.Namespace(**hp)
+
+        if with_optimizer and "optimizer/exp_avg" in f:
+            trainable = [n for n in names if n in f["optimizer/exp_avg"]]
+            groups = [[n for n in trainable if is_regularized(n, student[n].shape)],
+                      [n for n in trainable if not is_regularized(n, student[n].shape)]]
+            state, params, idx = {}, [[], []], 0
+            for gi, g in enumerate(groups):
+                for n in g:
+                    step = int(f["optimizer/step/" + n][()])
+                    if step > 0:  # PyTorch has no state for a parameter that never stepped
+                        state[idx] = {"step": torch.tensor(float(step)),
+                                      "exp_avg": torch.from_numpy(np.array(f["optimizer/exp_avg/" + n][()])),
+                                      "exp_avg_sq": torch.from_numpy(np.array(f["optimizer/exp_avg_sq/" + n][()]))}
+                    params[gi].append(idx)
+                    idx += 1
+            og = f["optimizer"]
+            betas = (float(attr(og, "beta1", 0.9)), float(attr(og, "beta2", 0.999)))
+            eps = float(attr(og, "eps", 1e-8))
+            # lr and weight_decay are rewritten every iteration upstream; these are placeholders
+            # with PyTorch's constructor defaults.
+            pg = [{"lr": 1e-3, "betas": betas, "eps": eps, "weight_decay": 1e-2, "amsgrad": False,
+                   "maximize": False, "foreach": None, "capturable": False, "params": params[0]},
+                  {"lr": 1e-3, "betas": betas, "eps": eps, "weight_decay": 0.0, "amsgrad": False,
+                   "maximize": False, "foreach": None, "capturable": False, "params": params[1]}]
+            out["optimizer"] = {"state": state, "param_groups": pg}
+    torch.save(out, dst)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("checkpoint", help="scdino checkpoint (.h5)")
+    p.add_argument("output", help="PyTorch file to write (.pth)")
+    p.add_argument("--no-optimizer", action="store_true", help="leave the AdamW state out")
+    a = p.parse_args()
+    out = export(a.checkpoint, a.output, not a.no_optimizer)
+    print(f"{a.output}: student and teacher ({len(out['student'])} tensors each), epoch {out['epoch']}"
+          + (", optimizer" if "optimizer" in out else "") + (", dino_loss.center" if "dino_loss" in out else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+/* backend.h - choice of the compute backend (system%device) and of the gradient communicator.
+ *
+ *   device = 'cpu'   the CPU backend (backend_cpu)
+ *   device = 'auto'  the CUDA backend when this build has one (HAVE_CUDA) and a GPU is usable, else
+ *                    the CPU backend (a driver that is missing or too old counts as "no GPU")
+ *   device = 'cuda'  the CUDA backend; the job ends with SCD_EXIT_INPUT when the build has none or
+ *                    no GPU is usable. */
+#ifndef SCDINO_BACKEND_H
+#define SCDINO_BACKEND_H
+
+#include "config.h"
+#include "grad_comm.h"
+#include "ops.h"
+
+/* The backend for cfg->system.device (main.c has already set the thread counts). */
+const struct ops *backend_select(const struct config *cfg);
+
+/* The CUDA backend (cuda/, only when HAVE_CUDA): NULL when no GPU is usable.  On a CUDA backend it
+ * selects this rank's GPU (local rank modulo the visible devices). */
+const struct ops *backend_cuda(void);
+
+/* The gradient communicator for a backend: NCCL for the CUDA backend when built with NCCL, MPI
+ * otherwise. */
+struct grad_comm *backend_grad_comm(const struct ops *ops);
+
+#endif

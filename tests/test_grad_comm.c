@@ -1,0 +1,90 @@
+/* test_grad_comm.c - the MPI gradient communicator under mpirun: bucketed averages and centre sums.
+ *
+ * Each rank fills a "gradient" buffer with values that depend on (rank, element), hands it over in
+ * ranges as the model's backward does (descending, adjacent, some ranges never handed over so that
+ * finish must reduce the gaps), with a small bucket size so that ranges are merged and split into
+ * several MPI_Iallreduce calls; the result must be the mean over ranks on every rank, for the CPU
+ * backend (in place) and for a backend whose memory is staged through the host.  The values are
+ * small integers times a power of two, so sums are exact and only the final division rounds. */
+#include "build_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "grad_comm.h"
+#include "ops.h"
+#include "testutil.h"
+
+static float value(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 13) % 101) - 50) * 0.25f; }
+
+/* A backend that is not "cpu": grad_comm must stage its memory through the host. */
+static struct ops staged;
+
+static void run(const struct ops *ops, size_t n, size_t bucket_bytes, int rank, int world) {
+  struct grad_comm *gc = grad_comm_mpi_create(ops, bucket_bytes);
+  T_CHECK(gc->world == world, "world %d vs %d", gc->world, world);
+  float *g = ops->alloc(n * sizeof(float));
+  float *h = malloc(n * sizeof(float));
+  for (int step = 0; step < 3; step++) {
+    for (size_t i = 0; i < n; i++) h[i] = value(rank + step, i);
+    ops->upload(g, h, n * sizeof(float));
+    gc->begin_step(gc, g, n);
+    /* Ranges from the top down, of varying sizes; every fourth is left to finish. */
+    size_t hi = n;
+    int k = 0;
+    while (hi > 0) {
+      size_t len = 1 + (size_t)((k * 37 + 11) % 97);
+      if (len > hi) len = hi;
+      if (k % 4 != 3) gc->bucket_ready(gc, hi - len, len);
+      hi -= len;
+      k++;
+    }
+    gc->finish(gc);
+    ops->download(h, g, n * sizeof(float));
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 5; i++) {
+      float sum = 0;
+      for (int r = 0; r < world; r++) sum += value(r + step, i);
+      const float want = sum * (1.0f / (float)world);
+      if (h[i] != want) {
+        bad++;
+        fprintf(stderr, "rank %d step %d element %zu: %g, expected %g\n", rank, step, i, h[i], want);
+      }
+    }
+    T_CHECK(bad == 0, "%s backend, bucket %zu bytes: wrong means", ops->name, bucket_bytes);
+  }
+  /* Centre sums: a blocking in-place sum. */
+  for (size_t i = 0; i < n; i++) h[i] = value(rank, i);
+  ops->upload(g, h, n * sizeof(float));
+  gc->allreduce_sum(gc, g, n);
+  ops->download(h, g, n * sizeof(float));
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    float sum = 0;
+    for (int r = 0; r < world; r++) sum += value(r, i);
+    bad += h[i] != sum;
+  }
+  T_CHECK(bad == 0, "%s backend: allreduce_sum wrong in %d elements", ops->name, bad);
+  T_CHECK(world == 1 || gc->wait_seconds > 0, "no communication time recorded");
+  free(h);
+  ops->free(g);
+  gc->destroy(gc);
+}
+
+int main(int argc, char **argv) {
+  comm_init(&argc, &argv);
+  t_init(argc, argv);
+  const int rank = comm_rank(), world = comm_size();
+  staged = *backend_cpu();
+  staged.name = "staged";
+  for (int b = 0; b < 3; b++) {
+    const size_t bucket = b == 0 ? 0 : b == 1 ? 64 * sizeof(float) : 1;
+    run(backend_cpu(), 5000, bucket, rank, world);
+    run(&staged, 777, bucket, rank, world);
+  }
+  if (rank == 0) printf("grad_comm on %d rank(s): checked\n", world);
+  const int status = t_finish();
+  comm_finalize();
+  return status;
+}
