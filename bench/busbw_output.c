@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "bench_result.h"
 #include "busbw.h"
 #include "check.h"
 #include "fsutil.h"
@@ -192,6 +193,25 @@ int busbw_print_footer(FILE *f, const struct busbw_table *t) {
             "Model step allreduce", h.step_us, h.nbuckets, h.step_bytes, h.step_busbw);
   fprintf(f, "# (The average is nccl-tests' mean over every cell, so it depends on -b/-e: compare peak or\n"
              "#  max-size figures between systems, at the same number of ranks.)\n");
+  /* bench/run_all's result lines, behind '#' so that nccl-tests parsers skip them. */
+  char name[64];
+  snprintf(name, sizeof name, "busbw.%s.%s", busbw_coll_name(t->o->coll), t->backend);
+  size_t minb, maxb;
+  size_range(t, &minb, &maxb);
+  const char *type = busbw_type_name(t->o->types[0]);
+  if (t->sizes->elements) {
+    bench_result_to(f, "# ", name, "model_step_time", h.step_us, "us", "%d ranks, %d buckets of %s, %.0f B, in-place",
+                    t->nranks, h.nbuckets, type, h.step_bytes);
+    bench_result_to(f, "# ", name, "model_step_busbw", h.step_busbw, "GB/s", "%d ranks, effective over the step",
+                    t->nranks);
+  } else {
+    bench_result_to(f, "# ", name, "peak_busbw", h.peak, "GB/s", "%d ranks, %s, at %zu B %s", t->nranks, type,
+                    h.peak_bytes, h.peak_cell ? "in-place" : "out-of-place");
+    bench_result_to(f, "# ", name, "max_size_busbw", h.max_oop, "GB/s", "%d ranks, %s, %zu B out-of-place",
+                    t->nranks, type, h.max_bytes);
+    bench_result_to(f, "# ", name, "avg_busbw", h.avg, "GB/s", "%d ranks, nccl-tests' mean over %zu B - %zu B",
+                    t->nranks, minb, maxb);
+  }
   fprintf(f, "#\n# Collective test concluded: %s\n#\n", t->prog);
   fflush(f);
   return gate_failed;

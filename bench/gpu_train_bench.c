@@ -21,7 +21,8 @@
  * 2 per multiply-add; backward = 2 x forward; the teacher runs forward only) and MFU is FLOPs per
  * second over the peak: -T, or 989 TFLOP/s (dense bf16) / 67 TFLOP/s (fp32) on H100 and H200.
  * Out-of-memory ends the run with status 1 and a message (tests/gpu/run.sh uses that to find the
- * largest batch that fits).  The last line is "RESULT key=value ..." for scripts. */
+ * largest batch that fits).  Then "RESULT key=value ..." for tests/gpu/run.sh, and BENCH lines
+ * (bench/bench_result.h) named gpu_train.PRECISION.ATTENTION[.Ngpu] for bench/run_all. */
 #include "build_config.h"
 
 #include <cuda_runtime_api.h>
@@ -34,6 +35,7 @@
 #include "../cuda/augment_gpu.h"
 #include "../cuda/backend_cuda.h"
 #include "../cuda/cuda_check.h"
+#include "bench_result.h"
 #include "comm.h"
 #include "dino_loss.h"
 #include "dino_model.h"
@@ -285,6 +287,25 @@ int main(int argc, char **argv) {
            "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f\n",
            precision, backend_cuda_attention(), gc->name, B, world, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, mfu, 1e3 * tm,
            B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9);
+    /* The same headline numbers as BENCH lines for bench/run_all (bench/bench_result.h). */
+    char name[64], notes[512];
+    snprintf(name, sizeof name, "gpu_train.%s.%s", precision, backend_cuda_attention());
+    if (world > 1) snprintf(name + strlen(name), sizeof name - strlen(name), ".%dgpu", world);
+    snprintf(notes, sizeof notes, "%s, ViT D=%d L=%d p=%d C=%d K=%d, batch %d per GPU, %d rank(s), grads over %s, "
+             "median of %d", info.name, s.vit.dim, s.vit.depth, s.vit.patch, C, s.head.out_dim, B, world, gc->name,
+             steps);
+    bench_result(name, "step_time", 1e3 * ts, "ms", "%s", notes);
+    bench_result(name, "images_per_s", B / ts, "images/s", "per GPU; %s", notes);
+    bench_result(name, "images_per_s_total", (double)B * world / ts, "images/s", "all %d GPU(s)", world);
+    bench_result(name, "mfu", 100 * mfu, "%", "%.1f GFLOP per step and GPU against %.1f TFLOP/s", flops / 1e9,
+                 peak / 1e12);
+    bench_result(name, "data_time", 1e3 * td, "ms", "augmentation on the GPU, per step");
+    bench_result(name, "compute_time", 1e3 * (ts - td - tc), "ms", "forward, loss, backward, optimizer, per step");
+    bench_result(name, "comm_time", 1e3 * tc, "ms", "exposed gradient and centre all-reduce wait, per step");
+    bench_result(name, "model_images_per_s", B / tm, "images/s", "per GPU, crops reused (no augmentation)");
+    bench_result(name, "model_mfu", 100 * mfu_m, "%", "crops reused (no augmentation)");
+    bench_result(name, "peak_memory", peak_b / 1048576.0, "MiB", "backend peak (device in use %.0f MiB)",
+                 (tot - fr) / 1048576.0);
   }
   free(t_step), free(t_data), free(t_comm), free(t_model), free(raw), free(ids);
   CHECK_CUDA(cudaEventDestroy(ea));

@@ -16,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include "bench_result.h"
 #include "check.h"
 #include "features_io.h"
 #include "knn.h"
@@ -89,6 +90,10 @@ int main(int argc, char **argv) {
   printf("# %-22s %10s %10s %10s %12s\n", "what", "seconds", "gemm s", "select s", "GEMM GFLOP/s");
 
   knn_set_block_bytes(block_bytes);
+  char notes[160];
+  snprintf(notes, sizeof notes, "%ld test x %ld reference rows, D=%ld, 6 values of k, %ld thread(s)", n_test, n_train,
+           d, threads);
+  double best_t = 0, best_gemm = 0, best_sgemm = 0;
   for (long it = 0; it < repeat; it++) {
     struct knn_result res;
     double t0 = wtime();
@@ -96,6 +101,10 @@ int main(int argc, char **argv) {
     double t = wtime() - t0;
     printf("  %-22s %10.3f %10.3f %10.3f %12.1f\n", "knn_evaluate", t, res.seconds_gemm, res.seconds_select,
            flop / res.seconds_gemm * 1e-9);
+    if (it == 0 || t < best_t) {
+      best_t = t;
+      best_gemm = res.seconds_gemm;
+    }
     if (it == 0)
       printf("# top1 %% per k: %.2f %.2f %.2f %.2f %.2f %.2f\n", res.top1[0], res.top1[1], res.top1[2],
              res.top1[3], res.top1[4], res.top1[5]);
@@ -113,7 +122,12 @@ int main(int argc, char **argv) {
     }
     double t = wtime() - t0;
     printf("  %-22s %10.3f %10.3f %10s %12.1f\n", "plain sgemm (blocked)", t, t, "-", flop / t * 1e-9);
+    if (it == 0 || t < best_sgemm) best_sgemm = t;
   }
+  bench_result("knn", "time", best_t, "s", "%s", notes);
+  bench_result("knn", "gemm_gflops", flop / best_gemm * 1e-9, "GFLOP/s", "similarity GEMM inside knn_evaluate");
+  bench_result("knn", "gemm_efficiency", 100 * best_sgemm / best_gemm, "%",
+               "plain cblas_sgemm of the same row blocks over knn_evaluate's GEMM time");
   /* One square-ish sgemm of the same inner dimension, as the reference of what BLAS reaches. */
   {
     int64_t m = block < 4096 ? block : 4096;

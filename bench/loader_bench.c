@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "augment.h"
+#include "bench_result.h"
 #include "check.h"
 #include "config.h"
 #include "fsutil.h"
@@ -258,6 +259,10 @@ int main(int argc, char **argv) {
   printf("RAW      %ld thread(s), batch %ld: %10.0f images/s per rank  (%.1f MB/s of pixels; reads %.2f s, "
          "consumer waited %.2f s; %.1f us CPU per image)\n", o.threads, o.batch, raw_rate,
          raw_rate * dataset_image_bytes(ds) / 1e6, read_s, wait_s, cpu_s * 1e6);
+  bench_result("loader", "raw_rate", raw_rate, "images/s", "RAW mode, per rank, %ld loader thread(s), batch %ld, "
+               "%lld images of %d x %d x %d, %ld epochs", o.threads, o.batch, (long long)n, dataset_channels(ds),
+               dataset_height(ds), dataset_width(ds), o.epochs);
+  bench_result("loader", "raw_bandwidth", raw_rate * dataset_image_bytes(ds) / 1e6, "MB/s", "pixels delivered, RAW mode");
   }
 
   /* AUGMENT on one loader thread = one core: 2 global 224 + 8 local 96 crops. */
@@ -297,10 +302,16 @@ int main(int argc, char **argv) {
            "augment_image alone: %.1f images/s per CPU second (%d crops: 2 x %d + %d x %d, %d channels)\n",
            aug_rate, 1.0 / cpu_s, reps / compute, nc, a.global_size, a.n_local, a.local_size, a.nsel);
     printf("         %.1f Mflop per image; %.2f Gflop/s achieved\n", fpi / 1e6, fpi * reps / compute / 1e9);
+    bench_result("loader", "augment_rate", aug_rate, "images/s", "AUGMENT mode, 1 loader thread, wall clock, "
+                 "2x%d + %dx%d crops of %d channels", a.global_size, a.n_local, a.local_size, a.nsel);
+    bench_result("loader", "augment_cpu_rate", reps / compute, "images/cpu-s", "augment_image alone, per CPU second "
+                 "of one core (%.1f Mflop per image)", fpi / 1e6);
     printf("machine  4-tap row loop %.2f Gflop/s, independent multiply-adds %.2f Gflop/s, normalise %.2f Gpixel/s "
            "(1 core, CPU time)\n", tap4 / 1e9, madd / 1e9, norm / 1e9);
     printf("         arithmetic floor %.3f ms/image (%.3f ms if every flop ran at the 4-tap rate); measured %.3f ms/image "
            "= %.2fx the floor\n", floor_s * 1e3, fpi / tap4 * 1e3, compute / reps * 1e3, (compute / reps) / floor_s);
+    bench_result("loader", "augment_vs_floor", (compute / reps) / floor_s, "x", "measured time per image over the "
+                 "arithmetic floor (%.3f ms)", floor_s * 1e3);
     for (int k = 0; k < nc; k++) free(out[k]);
     free(raw);
     augment_work_destroy(w);

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_result.h"
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -87,6 +89,8 @@ int main(int argc, char **argv) {
   printf("#%11s  %9s  %9s  %9s  %8s\n", "size", "time", "min time", "max time", "copy bw");
   printf("#%11s  %9s  %9s  %9s  %8s\n", "(B)", "(us)", "(us)", "(us)", "(GB/s)");
   volatile unsigned char sink = 0;
+  double peak = 0, last = 0;
+  size_t peak_size = 0, last_size = 0;
   for (size_t s = minb; s <= maxb; s = s > SIZE_MAX / (size_t)factor ? SIZE_MAX : s * (size_t)factor) {
     for (long w = 0; w < warmup; w++) memcpy(dst, src, s);
     double sum = 0, mn = 0, mx = 0;
@@ -101,9 +105,18 @@ int main(int argc, char **argv) {
     }
     double mean = sum / (double)iters;
     printf("%12zu  %9.2f  %9.2f  %9.2f  %8.2f\n", s, mean * 1e6, mn * 1e6, mx * 1e6, (double)s / mean / 1e9);
+    last = (double)s / mean / 1e9;
+    last_size = s;
+    if (last > peak) {
+      peak = last;
+      peak_size = s;
+    }
     fflush(stdout);
     if (s == SIZE_MAX) break;
   }
+  bench_result("memcpy_bw", "copy_bw_max_size", last, "GB/s", "single-core memcpy of %zu B, mean of %ld", last_size,
+               iters);
+  bench_result("memcpy_bw", "copy_bw_peak", peak, "GB/s", "at %zu B", peak_size);
   free(src);
   free(dst);
   free(t);

@@ -8,7 +8,8 @@ groups, teacher EMA), timed in two modes:
   compile  the same with torch.compile on the student and teacher networks
 Crops are random tensors already on the GPU (no augmentation): compare with the "model only" line
 of gpu_train_bench.  The FLOP count and the MFU peak are those of gpu_train_bench.
-The last line is "RESULT key=value ..." for tests/gpu/run.sh.
+The last lines are "RESULT key=value ..." for tests/gpu/run.sh and BENCH lines named
+torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 
 usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10] ...
 """
@@ -20,6 +21,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bench_result import bench_result  # bench/bench_result.py, next to this script
 
 
 def drop_path(x, rate, training):
@@ -222,6 +225,11 @@ def main():
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
     print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
           f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} torch={torch.__version__}")
+    notes = f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, {flops / 1e9:.1f} GFLOP per step"
+    bench_result(f"torch_dino_step.{a.mode}", "step_time", ms, "ms", notes + f", median of {a.steps}")
+    bench_result(f"torch_dino_step.{a.mode}", "images_per_s", b / (ms * 1e-3), "images/s", notes)
+    bench_result(f"torch_dino_step.{a.mode}", "mfu", 100 * mfu, "%", f"against {peak / 1e12:.1f} TFLOP/s")
+    bench_result(f"torch_dino_step.{a.mode}", "peak_memory", mem, "MiB", "torch.cuda.max_memory_allocated")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bench_result import bench_result  # bench/bench_result.py, next to this script
+
 
 class Block(nn.Module):
     def __init__(self, d, heads, hidden, drop):
@@ -181,6 +183,10 @@ def main():
         if it and tot < best:
             best = tot
     print(f"best step {best:.3f} s, {a.B / best:.2f} images/s")
+    notes = (f"PyTorch {torch.__version__}, ViT D={a.D} L={a.L} p={a.p} C={a.C} K={a.K}, batch {a.B}, "
+             f"crops 2x{a.g}+{a.n}x{a.l}, {torch.get_num_threads()} threads, best of {a.s}")
+    bench_result("torch_step", "step_time", best, "s", notes)
+    bench_result("torch_step", "images_per_s", a.B / best, "images/s", notes)
 
 
 if __name__ == "__main__":

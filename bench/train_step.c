@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_result.h"
+#include "check.h"
 #include "dino_loss.h"
 #include "dino_model.h"
 #include "log.h"
@@ -49,8 +51,7 @@ static void rec(int M, int N, int K, int ta, int tb, float beta) {
   if (!recording || M <= 0 || N <= 0 || K <= 0) return;
   if (nrec == caprec) {
     caprec = caprec ? 2 * caprec : 256;
-    recs = realloc(recs, (size_t)caprec * sizeof *recs);
-    if (!recs) abort();
+    recs = xrealloc(recs, (size_t)caprec * sizeof *recs);
   }
   recs[nrec++] = (struct gemm_rec){M, N, K, ta, tb, beta};
 }
@@ -83,7 +84,7 @@ static double replay(float *A, float *Bm, float *Cm) {
   return wtime() - t0;
 }
 
-static void gemm_efficiency(double gemm_s, int threads) {
+static void gemm_efficiency(double gemm_s, int threads, const char *notes) {
   size_t a = 1, b = 1, c = 1;
   double flops = 0;
   for (int i = 0; i < nrec; i++) {
@@ -93,8 +94,7 @@ static void gemm_efficiency(double gemm_s, int threads) {
     if ((size_t)r->M * r->N > c) c = (size_t)r->M * r->N;
     flops += 2.0 * r->M * r->N * r->K;
   }
-  float *A = malloc(a * sizeof(float)), *Bm = malloc(b * sizeof(float)), *Cm = calloc(c, sizeof(float));
-  if (!A || !Bm || !Cm) abort();
+  float *A = xmalloc(a * sizeof(float)), *Bm = xmalloc(b * sizeof(float)), *Cm = xcalloc(c, sizeof(float));
   for (size_t i = 0; i < a; i++) A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
   for (size_t i = 0; i < b; i++) Bm[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
 #ifdef OPENBLAS_VERSION
@@ -110,6 +110,7 @@ static void gemm_efficiency(double gemm_s, int threads) {
   printf("GEMMs of one step: %d calls, %.2f GFLOP; scdino's Linear/matmul ops %.3f s (%.1f GFLOP/s), "
          "plain cblas_sgemm loop %.3f s (%.1f GFLOP/s): GEMM efficiency %.0f%%\n",
          nrec, flops / 1e9, gemm_s, flops / gemm_s / 1e9, best, flops / best / 1e9, 100 * best / gemm_s);
+  bench_result("train_step", "gemm_efficiency", 100 * best / gemm_s, "%", "%s", notes);
   free(A);
   free(Bm);
   free(Cm);
@@ -141,6 +142,10 @@ int main(int argc, char **argv) {
     default: fprintf(stderr, "see the header of bench/train_step.c for the options\n"); return 2;
     }
   }
+  if (steps < 1 || B < 1 || nl < 0 || s.vit.dim < 1 || s.vit.depth < 1 || s.vit.heads < 1 || s.vit.patch < 1) {
+    fprintf(stderr, "train_step: -s, -B, -D, -L, -H and -p must be positive, -n not negative\n");
+    return 2;
+  }
   s.vit.mlp_hidden = 4 * s.vit.dim;
   s.vit.pos_grid = 224 / s.vit.patch;
   real = backend_cpu();
@@ -160,7 +165,7 @@ int main(int argc, char **argv) {
   optim_init(&o, ops, &m->tt);
 
   const size_t C = (size_t)s.vit.in_chans, ng = 2 * (size_t)B * C * G * G, nlc = (size_t)nl * B * C * L * L;
-  float *h = malloc((ng > nlc ? ng : nlc) * sizeof(float));
+  float *h = xmalloc((ng > nlc ? ng : nlc) * sizeof(float));
   struct rng r;
   rng_init(&r, 1, RNG_DOMAIN_TEST, 0, 0);
   float *g = ops->alloc(ng * sizeof(float)), *l = ops->alloc((nlc ? nlc : 1) * sizeof(float));
@@ -212,7 +217,15 @@ int main(int argc, char **argv) {
     }
   }
   printf("best step %.3f s, %.1f GFLOP/s, %.2f images/s\n", best, flops / best / 1e9, B / best);
-  if (gemm) gemm_efficiency(best_gemm, threads);
+  char nthr[16] = "default";
+  if (threads > 0) snprintf(nthr, sizeof nthr, "%d", threads);
+  char notes[256];
+  snprintf(notes, sizeof notes, "ViT D=%d L=%d p=%d C=%zu K=%d, batch %d, crops 2x%d+%dx%d, %s threads, best of %d",
+           s.vit.dim, s.vit.depth, s.vit.patch, C, s.head.out_dim, B, G, nl, L, nthr, steps);
+  bench_result("train_step", "step_time", best, "s", "%s", notes);
+  bench_result("train_step", "images_per_s", B / best, "images/s", "%s", notes);
+  bench_result("train_step", "gflops", flops / best / 1e9, "GFLOP/s", "%.3g GFLOP per step", flops / 1e9);
+  if (gemm) gemm_efficiency(best_gemm, threads, notes);
   free(h);
   ops->free(g);
   ops->free(l);

@@ -4,9 +4,12 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
 #include "calc.h"
 #include "check.h"
 #include "log.h"
+#include "signals.h"
 
 struct calc_entry {
   const char *name;
@@ -24,6 +27,10 @@ int calc_run(const struct config *cfg) {
     if (!calcs[i].run)
       scd_fatal(SCD_EXIT_INPUT, "calculation='%s' is not implemented in scdino %s yet",
                 calcs[i].name, PACKAGE_VERSION);
+    /* SIGTERM / SIGUSR1 / SIGINT: a clean exit here, a checkpoint and exit 0 in training. */
+    char what[64];
+    snprintf(what, sizeof what, "calculation '%s'", calcs[i].name);
+    signals_install(what);
     return calcs[i].run(cfg);
   }
   scd_fatal(SCD_EXIT_INPUT, "unknown calculation '%s'", cfg->control.calculation);

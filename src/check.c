@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,38 +16,55 @@
 
 #include "check.h"
 
-/* Growable list: prepare may hold one unfinished shard per rank and thread, checkpoints one more. */
+/* Growable list: prepare may hold one unfinished shard per rank and thread, checkpoints one more.
+ * Locked: the signal and watchdog threads (signals.c, watchdog.c) empty it while the main thread
+ * may be adding to it.  Nothing that can end the process runs with the lock held. */
 static char **tmpfiles;
 static size_t ntmp, captmp;
+static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void scd_tmpfile_register(const char *path) {
+  char *copy = scd_strdup(path, __FILE__, __LINE__);
+  pthread_mutex_lock(&tmp_lock);
   for (size_t i = 0; i < ntmp; i++)
     if (!tmpfiles[i]) {
-      tmpfiles[i] = scd_strdup(path, __FILE__, __LINE__);
+      tmpfiles[i] = copy;
+      pthread_mutex_unlock(&tmp_lock);
       return;
     }
   if (ntmp == captmp) {
-    captmp = captmp ? 2 * captmp : 16;
-    tmpfiles = scd_realloc(tmpfiles, captmp * sizeof *tmpfiles, __FILE__, __LINE__);
+    const size_t cap = captmp ? 2 * captmp : 16;
+    char **grown = realloc(tmpfiles, cap * sizeof *tmpfiles);
+    if (!grown) {
+      pthread_mutex_unlock(&tmp_lock);
+      scd_fatal_at(__FILE__, __LINE__, SCD_EXIT_FAILURE, "out of memory registering %s", path);
+    }
+    tmpfiles = grown;
+    captmp = cap;
   }
-  tmpfiles[ntmp++] = scd_strdup(path, __FILE__, __LINE__);
+  tmpfiles[ntmp++] = copy;
+  pthread_mutex_unlock(&tmp_lock);
 }
 
 void scd_tmpfile_unregister(const char *path) {
+  pthread_mutex_lock(&tmp_lock);
   for (size_t i = 0; i < ntmp; i++)
     if (tmpfiles[i] && strcmp(tmpfiles[i], path) == 0) {
       free(tmpfiles[i]);
       tmpfiles[i] = NULL;
     }
+  pthread_mutex_unlock(&tmp_lock);
 }
 
 void scd_tmpfile_remove_all(void) {
+  pthread_mutex_lock(&tmp_lock);
   for (size_t i = 0; i < ntmp; i++)
     if (tmpfiles[i]) {
       unlink(tmpfiles[i]);
       free(tmpfiles[i]);
       tmpfiles[i] = NULL;
     }
+  pthread_mutex_unlock(&tmp_lock);
 }
 
 static int world_rank_size(int *rank) {
@@ -59,6 +77,35 @@ static int world_rank_size(int *rank) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
   return init && !fin ? size : 0;
+}
+
+/* The first thread to fail owns the shutdown.  Another thread failing meanwhile (a loader thread
+ * whose HDF5 calls fail because exit() is closing the library under it) would otherwise print a
+ * misleading second error and race to exit with its own status: it waits to be ended instead.  A
+ * failure inside the shutdown itself (same thread) exits at once with the first status. */
+static pthread_mutex_t fatal_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fatal_started, fatal_code;
+static pthread_t fatal_thread;
+
+static void fatal_enter(int code) {
+  pthread_mutex_lock(&fatal_lock);
+  if (!fatal_started) {
+    fatal_started = 1;
+    fatal_code = code;
+    fatal_thread = pthread_self();
+    pthread_mutex_unlock(&fatal_lock);
+    return;
+  }
+  const int same = pthread_equal(fatal_thread, pthread_self()), first = fatal_code;
+  pthread_mutex_unlock(&fatal_lock);
+  if (same) _exit(first);
+  for (;;) pause();
+}
+
+void scd_fatal_rearm(void) {
+  pthread_mutex_lock(&fatal_lock);
+  fatal_started = 0;
+  pthread_mutex_unlock(&fatal_lock);
 }
 
 SCD_NORETURN static void fatal_end(int code) {
@@ -85,6 +132,7 @@ static void vreport(const char *where, const char *fmt, va_list ap) {
 }
 
 void scd_fatal(int code, const char *fmt, ...) {
+  fatal_enter(code);
   va_list ap;
   va_start(ap, fmt);
   vreport("", fmt, ap);
@@ -93,6 +141,7 @@ void scd_fatal(int code, const char *fmt, ...) {
 }
 
 void scd_fatal_at(const char *file, int line, int code, const char *fmt, ...) {
+  fatal_enter(code);
   char where[512];
   snprintf(where, sizeof where, "%s:%d: ", file, line);
   va_list ap;

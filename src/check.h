@@ -31,6 +31,9 @@ SCD_NORETURN void scd_fatal(int code, const char *fmt, ...) SCD_PRINTF(2, 3);
 /* Same, prefixed with the source location; for internal and library failures. */
 SCD_NORETURN void scd_fatal_at(const char *file, int line, int code, const char *fmt, ...)
     SCD_PRINTF(4, 5);
+/* Forget that a fatal error has started (scd_fatal lets only its first caller end the process):
+ * for test harnesses that catch exit() and go on, such as the libFuzzer targets. */
+void scd_fatal_rearm(void);
 
 /* Temporary files that must not survive a fatal error (atomic writes in progress). */
 void scd_tmpfile_register(const char *path);

@@ -16,7 +16,9 @@
  *   niter_per_epoch, epochs, world_size, batch_size_per_rank, the model hyperparameters (arch,
  *   patch_size, in_chans, embed_dim, depth, num_heads, mlp_hidden, pos_grid, drop_path_rate,
  *   out_dim, head_hidden_dim, head_bottleneck_dim, head_nlayers, norm_last_layer), channels (the
- *   selected source channels), crop sizes, seed, scdino_version and deck (the echoed input deck).
+ *   selected source channels), crop sizes, seed, scdino_version, deck (the echoed input deck),
+ *   training_complete (1 when epoch >= epochs) and stopped_by (why the run that wrote it
+ *   stopped early: "max_steps", "SIGTERM", "SIGUSR1", "SIGINT"; "" otherwise).
  *
  * All random numbers are counter-based (rng.h): the data order, the crops and the drop-path masks
  * of a step follow from (seed, epoch, iteration, sample), so (epoch, iteration) is the complete
@@ -26,6 +28,11 @@
  * run_dir/checkpoint_EEEE.h5 when the just-finished 0-based epoch EEEE satisfies
  * EEEE % saveckp_freq == 0, and for the last epoch: the file of epoch EEEE holds epoch = EEEE+1,
  * as upstream's checkpoint{epoch}.pth.  Rank 0 writes, atomically (temporary name, fsync, rename).
+ * The file is built in memory (an HDF5 file image) and written with checked POSIX writes.
+ * Durability (checkpoint_files.c): the checkpoint.h5 being replaced is kept as checkpoint.prev.h5
+ * (a hard link, so checkpoint.h5 never disappears); a write error (disk full, quota, ulimit -f)
+ * ends the job naming the file and errno with the old files untouched and the temporary removed; a
+ * restart whose checkpoint.h5 cannot be read falls back to checkpoint.prev.h5 with a warning.
  *
  * Reading (restart, init_from, features, attention) checks the format and version attributes and
  * every tensor's presence and shape; a mismatch ends the job with SCD_EXIT_DATA naming the file,
@@ -121,6 +128,8 @@ struct ckpt_state {
   int world_size;
   int64_t n_train;          /* training-split size (restart checks it) */
   struct ckpt_metrics metrics;
+  int keep_prev;            /* keep the checkpoint.h5 being replaced as checkpoint.prev.h5 */
+  const char *stopped_by;   /* why the run stops before its end (NULL: it does not) */
 };
 
 /* Write the state to path.  Collective: every rank calls it, rank 0 writes (atomically) and the
@@ -135,5 +144,24 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
  * epoch, n_train) is left in info for the caller to compare.  Checks everything
  * checkpoint_load_weights does plus the optimizer tensors and the centre.  Collective. */
 void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_info *info);
+
+/* ---- durable files (checkpoint_files.c) ---- */
+
+/* path with ".h5" replaced by ".prev.h5" (".prev" appended when it does not end in .h5). */
+void checkpoint_prev_path(const char *path, char *out, size_t n);
+/* Rename the complete temporary file tmp over path after fsync; keep_prev: the file it replaces stays
+ * as checkpoint_prev_path(path) (hard link; a rename where the file system has no hard links). */
+void checkpoint_install(const char *tmp, const char *path, int keep_prev);
+/* Whether path can be opened by HDF5 and every dataset in it read back (0), else 1 with the reason
+ * in why.  Local (no MPI); reads the whole file.  Content (format, shapes) is checked elsewhere. */
+int checkpoint_probe(const char *path, char *why, size_t n);
+/* restart: the file to continue from, into out (size n): path when readable, else
+ * checkpoint_prev_path(path) when that one is (with a warning), "" when neither exists (a fresh
+ * start); when both exist and neither reads, path, so that reading it reports the damage.  Returns
+ * 1 when it fell back to the previous file.  Collective (rank 0 looks, the answer is broadcast). */
+int checkpoint_pick_restart(const char *path, char *out, size_t n);
+/* Remove the temporary files (NAME.tmp.PID) of checkpoints and log.txt that a killed run left in
+ * run_dir, with a warning naming each.  Rank 0 only. */
+void checkpoint_remove_stale(const char *run_dir);
 
 #endif

@@ -387,6 +387,10 @@ static void apply_entry(struct cfg_state *st, struct config *cfg, const struct c
 
 static void unknown_key(struct cfg_state *st, const struct deck_entry *e) {
   const char *g = group_of(st, e);
+  if (deck_full(st->deck)) { /* only counted now: spare the suggestions (a deck of a million keys) */
+    deck_error(st->deck, e->line, e->col, "unknown key");
+    return;
+  }
   const struct cfg_key *alias = config_alias(e->key);
   char sugg[256];
   if (alias) {
@@ -443,6 +447,10 @@ static void check_groups(struct cfg_state *st) {
   const struct deck *d = st->deck;
   for (int i = 0; i < d->ngroups; i++) {
     const struct deck_group *g = &d->groups[i];
+    if (!group_known(g->name) && deck_full(st->deck)) {
+      deck_error(st->deck, g->line, g->col, "unknown group");
+      continue;
+    }
     if (!group_known(g->name)) {
       const char *cands[64];
       int nc = 0;
@@ -570,6 +578,13 @@ static char *read_deck(const char *path, char *err, size_t errn) {
     return NULL;
   }
   text[len] = '\0';
+  if (len >= 2 && (((unsigned char)text[0] == 0xff && (unsigned char)text[1] == 0xfe) ||
+                   ((unsigned char)text[0] == 0xfe && (unsigned char)text[1] == 0xff))) {
+    snprintf(err, errn, "%s: is UTF-16 text (byte-order mark %02x %02x); save the deck as UTF-8 or ASCII\n", path,
+             (unsigned char)text[0], (unsigned char)text[1]);
+    free(text);
+    return NULL;
+  }
   const char *nul = memchr(text, '\0', len);
   if (nul) {
     snprintf(err, errn, "%s: contains a NUL byte (offset %zu); an input deck is a text file\n", path,

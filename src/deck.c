@@ -30,6 +30,8 @@ struct scan {
   struct deck *d;
   const char *p;          /* next character */
   const char *line_start; /* first character of the current line */
+  const char *blank_line; /* line_start of the line blank_end belongs to */
+  const char *blank_end;  /* first non-blank character of that line */
   int line;
   int group;    /* index of the open group, -1 outside */
   int entry;    /* entry receiving values, -1 if none */
@@ -46,7 +48,13 @@ static void *grow(void *p, int n, size_t elem) {
   return xrealloc(p, MUL_SIZE(n ? 2 * (size_t)n : 1, elem));
 }
 
+int deck_full(const struct deck *d) { return d->ndiags >= DECK_MAX_DIAGS; }
+
 void deck_error(struct deck *d, int line, int col, const char *fmt, ...) {
+  if (deck_full(d)) {
+    d->nmore++;
+    return;
+  }
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -112,10 +120,16 @@ static void skip_to_eol(struct scan *s) {
   while (*s->p && *s->p != '\n') s->p++;
 }
 
-static int first_on_line(const struct scan *s, const char *at) {
-  for (const char *q = s->line_start; q < at; q++)
-    if (!isspace((unsigned char)*q)) return 0;
-  return 1;
+/* Whether only blanks stand before `at` on its line.  The end of the leading blanks is kept per
+ * line: a line of megabytes of blanks and then many words must not be rescanned for each word. */
+static int first_on_line(struct scan *s, const char *at) {
+  if (s->blank_line != s->line_start) {
+    const char *q = s->line_start;
+    while (*q && *q != '\n' && isspace((unsigned char)*q)) q++;
+    s->blank_line = s->line_start;
+    s->blank_end = q;
+  }
+  return at <= s->blank_end;
 }
 
 /* Length of an unquoted path such as /tmp/run, out/run or ./x at p (a '/' inside, followed by
@@ -372,8 +386,20 @@ static int string_value(struct scan *s, long long repeat, int line, int col) {
   return 1;
 }
 
+/* Whether the current entry may take one more value; reports the entry once when it may not. */
+static int room_for_value(struct scan *s) {
+  if (s->skipping || s->entry < 0) return 1;
+  const struct deck_entry *e = &s->d->entries[s->entry];
+  if (e->nvalues < DECK_MAX_VALUES) return 1;
+  deck_error(s->d, s->line, col_of(s, s->p), "more than %d values for '%s'; no key takes that many", DECK_MAX_VALUES,
+             e->key);
+  entry_failed(s);
+  return 0;
+}
+
 /* One value item at s->p (not a comma): [r*]value, r*, a string, a number or a logical. */
 static void value_item(struct scan *s) {
+  room_for_value(s); /* past the limit the item is still scanned, but skipped */
   int line = s->line, col = col_of(s, s->p);
   const char *t = s->p;
   long long repeat = 1;
@@ -536,7 +562,7 @@ static void name_item(struct scan *s) {
    * most likely the next key with its '=' forgotten. */
   if (s->skipping && (logical || !first_on_line(s, name))) return;
   if (s->entry >= 0 && logical && !s->skipping) {
-    unquoted_value(s, name, len, 1, line, col);
+    if (room_for_value(s)) unquoted_value(s, name, len, 1, line, col);
     s->expect = 0;
     return;
   }
@@ -565,7 +591,7 @@ static void in_group(struct scan *s) {
     open_group(s);
   } else if (c == ',') {
     if (s->entry >= 0 && !s->skipping) {
-      if (s->expect) add_value(s, DECK_NULL, ",", 1, s->line, col_of(s, s->p));
+      if (s->expect && room_for_value(s)) add_value(s, DECK_NULL, ",", 1, s->line, col_of(s, s->p));
       s->expect = 1;
     } else if (s->entry < 0 && !s->skipping) {
       deck_error(s->d, s->line, col_of(s, s->p), "',' with no 'key =' before it");
@@ -641,7 +667,7 @@ void deck_parse(struct deck *d, const char *path, const char *text) {
   memset(d, 0, sizeof *d);
   d->path = xstrdup(path);
   split_lines(d, text);
-  struct scan s = {d, text, text, 1, -1, -1, 0, 0};
+  struct scan s = {d, text, text, NULL, NULL, 1, -1, -1, 0, 0};
   if ((unsigned char)s.p[0] == 0xEF && (unsigned char)s.p[1] == 0xBB && (unsigned char)s.p[2] == 0xBF)
     s.p += 3; /* a UTF-8 byte-order mark */
   for (;;) {
@@ -747,15 +773,26 @@ int deck_format_errors(const struct deck *d, char *buf, size_t n) {
       out_add(&o, "%s: %s\n", d->path, g->msg);
     } else {
       const char *src = d->lines[g->line - 1];
-      /* A very long line is cut some way after the column (the caret stays right). */
-      size_t show = strlen(src), keep = (size_t)g->col + 80 > 200 ? (size_t)g->col + 80 : 200;
+      /* A very long line is cut some way after the column (the caret stays right); far along a
+       * line, only a window around the column is shown, after "...". */
+      size_t len = strlen(src), from = 0;
+      const char *lead = "";
+      if (g->col > 160 && (size_t)g->col <= len + 1) {
+        from = (size_t)g->col - 81;
+        lead = "...";
+      }
+      size_t show = len - from, keep = (size_t)g->col - from + 80 > 200 ? (size_t)g->col - from + 80 : 200;
       const char *cut = show > keep ? "..." : "";
       if (show > keep) show = keep;
-      out_add(&o, "%s:%d:%d: %s\n%.*s%s\n", d->path, g->line, g->col, g->msg, (int)show, src, cut);
+      out_add(&o, "%s:%d:%d: %s\n%s", d->path, g->line, g->col, g->msg, lead);
+      /* Control bytes are shown as '?': a deck must not drive the user's terminal. */
+      for (size_t c = from; c < from + show && !o.full; c++)
+        out_add(&o, "%c", (unsigned char)src[c] < 0x20 && src[c] != '\t' ? '?' : src[c] == 0x7f ? '?' : src[c]);
+      out_add(&o, "%s\n", cut);
       /* Caret line: copy tabs so the caret lands under the column in any tab setting. */
-      size_t len = strlen(src);
-      for (int c = 1; c < g->col && !o.full; c++)
-        out_add(&o, "%c", (size_t)(c - 1) < len && src[c - 1] == '\t' ? '\t' : ' ');
+      out_add(&o, "%s", from ? "   " : "");
+      for (size_t c = from + 1; c < (size_t)g->col && !o.full; c++)
+        out_add(&o, "%c", c - 1 < len && src[c - 1] == '\t' ? '\t' : ' ');
       out_add(&o, "^\n");
     }
     if (o.full) {
@@ -763,7 +800,10 @@ int deck_format_errors(const struct deck *d, char *buf, size_t n) {
       buf[mark] = '\0';
     }
   }
-  if (o.full) snprintf(buf + o.used, n - o.used, "%s", more);
+  if (o.full)
+    snprintf(buf + o.used, n - o.used, "%s", more);
+  else if (d->nmore && n > o.used)
+    snprintf(buf + o.used, n - o.used, "(... %d more errors not shown)\n", d->nmore);
   free(sorted);
-  return d->ndiags;
+  return d->ndiags + d->nmore;
 }

@@ -52,6 +52,11 @@ struct deck_diag {
   char *msg;
 };
 
+/* Limits on what a deck may make the reader keep: a 16 MiB file of commas or errors must not
+ * take gigabytes or minutes.  No key takes more than a few dozen values. */
+#define DECK_MAX_VALUES 65536 /* values (before repeat counts) of one key */
+#define DECK_MAX_DIAGS 1000   /* diagnostics kept; later ones are only counted (deck.nmore) */
+
 struct deck {
   char *path;
   char **lines; /* source lines without their newline, for echoing in messages */
@@ -62,6 +67,7 @@ struct deck {
   int nentries;
   struct deck_diag *diags;
   int ndiags;
+  int nmore; /* diagnostics after the first DECK_MAX_DIAGS: counted, not kept */
 };
 
 /* Parse `text` (NUL-terminated; `path` is used in messages).  Never stops at the first error:
@@ -71,13 +77,15 @@ void deck_free(struct deck *d);
 
 /* Add a diagnostic at line/col (line 0 = the whole file). */
 void deck_error(struct deck *d, int line, int col, const char *fmt, ...) SCD_PRINTF(4, 5);
+/* Whether DECK_MAX_DIAGS diagnostics are kept already (later ones need no careful wording). */
+int deck_full(const struct deck *d);
 
 /* All diagnostics, sorted by position (whole-file ones last), each as
  *   path:line:col: message
  *   <the source line>
  *   <caret under the column>
  * into buf (always NUL-terminated; "(... more errors not shown)" when it does not fit).
- * Returns the number of diagnostics. */
+ * Returns the number of diagnostics, those counted beyond DECK_MAX_DIAGS included. */
 int deck_format_errors(const struct deck *d, char *buf, size_t n);
 
 /* Parse a bare value list ("5, 10, 3*0.5") into values; for the table's default texts.

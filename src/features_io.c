@@ -81,6 +81,14 @@ void features_write(const char *path, const struct features *f) {
 
 /* ---- Reading -------------------------------------------------------------------------------- */
 
+/* Limits on what a features file may claim, checked before anything is allocated: the kNN keeps
+ * per-class tables (k x classes x classes counts), and rows are bounded by the shard set's index. */
+#define FEATURES_MAX_ROWS ((hsize_t)INT32_MAX)
+#define FEATURES_MAX_DIM 1000000
+#define FEATURES_MAX_CLASSES 10000
+/* A compressed dataset may hold at most this many bytes per stored byte (deflate: about 1032). */
+#define FEATURES_MAX_RATIO 4096
+
 SCD_NORETURN SCD_PRINTF(2, 3) static void bad(const char *path, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
@@ -108,14 +116,35 @@ static hid_t open_dset(hid_t fid, const char *path, const char *name, int rank, 
   return d;
 }
 
+/* A dataset must store what its shape claims before it is read: an unwritten (or forged) chunked
+ * dataset claims any shape in a few bytes, and reading it would allocate and fill all of it.
+ * Variable-length strings count one byte each. */
+static void check_stored(hid_t d, const char *path, const char *name, hsize_t nelem) {
+  if (nelem == 0) return;
+  hid_t t = (hid_t)CHECK_H5(H5Dget_type(d)), dcpl = (hid_t)CHECK_H5(H5Dget_create_plist(d));
+  double elem = H5Tis_variable_str(t) > 0 ? 1.0 : (double)H5Tget_size(t);
+  int filters = H5Pget_nfilters(dcpl);
+  CHECK_H5(H5Tclose(t));
+  CHECK_H5(H5Pclose(dcpl));
+  hsize_t stored = H5Dget_storage_size(d);
+  double need = (double)nelem * elem, have = (double)stored;
+  if (filters > 0 ? have * FEATURES_MAX_RATIO < need : have < need)
+    bad(path, "dataset '%s' claims %llu values but stores only %llu bytes (damaged or forged file)", name,
+        (unsigned long long)nelem, (unsigned long long)stored);
+}
+
 static void read_dset(hid_t d, hid_t memtype, void *buf, const char *path, const char *name) {
   if (H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
     bad(path, "cannot read dataset '%s' (damaged file, or values that do not fit the type)", name);
 }
 
-/* A 1-D string dataset (variable or fixed length) as n malloc'd C strings. */
-static char **read_strings(hid_t fid, const char *path, const char *name, hsize_t *n) {
+/* A 1-D string dataset (variable or fixed length) as n malloc'd C strings; its length must lie in
+ * lo..hi (checked before anything is allocated; `what` words the complaint). */
+static char **read_strings(hid_t fid, const char *path, const char *name, hsize_t *n, hsize_t lo, hsize_t hi,
+                           const char *what) {
   hid_t d = open_dset(fid, path, name, 1, H5T_STRING, "strings", n);
+  if (*n < lo || *n > hi) bad(path, "'%s' %s", name, what);
+  check_stored(d, path, name, *n);
   hid_t ft = (hid_t)CHECK_H5(H5Dget_type(d));
   size_t count = (size_t)*n;
   char **out = xcalloc(count ? count : 1, sizeof *out);
@@ -268,22 +297,34 @@ void features_read(const char *path, struct features *f) {
   hid_t is_ = open_dset(fid, path, "index", 1, H5T_INTEGER, "integers", di);
   if (dx[0] == 0 || dx[1] == 0)
     bad(path, "dataset 'features' is empty (%llu x %llu)", (unsigned long long)dx[0], (unsigned long long)dx[1]);
-  if (dx[1] > 1000000) bad(path, "dataset 'features' has %llu columns; that is not a feature dimension",
+  if (dx[1] > FEATURES_MAX_DIM) bad(path, "dataset 'features' has %llu columns; that is not a feature dimension",
                            (unsigned long long)dx[1]);
   if (dl[0] != dx[0])
     bad(path, "'labels' has %llu rows but 'features' has %llu", (unsigned long long)dl[0], (unsigned long long)dx[0]);
   if (di[0] != dx[0])
     bad(path, "'index' has %llu rows but 'features' has %llu", (unsigned long long)di[0], (unsigned long long)dx[0]);
+  if (dx[0] > FEATURES_MAX_ROWS)
+    bad(path, "dataset 'features' has %llu rows, more than the limit of %llu", (unsigned long long)dx[0],
+        (unsigned long long)FEATURES_MAX_ROWS);
+  check_stored(xs, path, "features", dx[0] * dx[1]);
+  check_stored(ls, path, "labels", dl[0]);
+  check_stored(is_, path, "index", di[0]);
   f->n = (int64_t)dx[0];
   f->d = (int)dx[1];
   size_t n = (size_t)f->n;
 
-  f->class_names = read_strings(fid, path, "class_names", dc);
+  char what[128];
+  hid_t cs = open_dset(fid, path, "class_names", 1, H5T_STRING, "strings", dc);
+  CHECK_H5(H5Dclose(cs));
+  snprintf(what, sizeof what, "holds %llu names (1 to %d are supported)", (unsigned long long)dc[0],
+           FEATURES_MAX_CLASSES);
+  f->class_names = read_strings(fid, path, "class_names", dc, 1, FEATURES_MAX_CLASSES, what);
   f->nclasses = (int)dc[0];
-  if (dc[0] == 0 || dc[0] > 1000000) bad(path, "'class_names' holds %llu names", (unsigned long long)dc[0]);
-  f->paths = read_strings(fid, path, "paths", dp);
-  if (dp[0] != dx[0])
-    bad(path, "'paths' has %llu rows but 'features' has %llu", (unsigned long long)dp[0], (unsigned long long)dx[0]);
+  hid_t ps = open_dset(fid, path, "paths", 1, H5T_STRING, "strings", dp);
+  CHECK_H5(H5Dclose(ps));
+  snprintf(what, sizeof what, "has %llu rows but 'features' has %llu", (unsigned long long)dp[0],
+           (unsigned long long)dx[0]);
+  f->paths = read_strings(fid, path, "paths", dp, dx[0], dx[0], what);
 
   f->x = xmalloc(MUL_SIZE(MUL_SIZE(n, (size_t)f->d), sizeof(float)));
   read_dset(xs, H5T_NATIVE_FLOAT, f->x, path, "features");

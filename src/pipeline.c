@@ -19,7 +19,9 @@
 #include "log.h"
 #include "pipeline.h"
 #include "shards.h"
+#include "signals.h"
 #include "split.h"
+#include "train.h"
 
 double pipeline_final_loss(const char *log_txt) {
   FILE *f = fopen(log_txt, "r");
@@ -184,6 +186,13 @@ int pipeline_run(const struct config *cfg) {
   step_begin(&s, "train");
   int rc = train_run(&c);
   if (rc != 0) return rc;
+  if (train_stopped()) {
+    /* Preempted: the checkpoint is written; a relaunch with restart = .true. continues here. */
+    log_info("pipeline: training stopped early on a signal; features, kNN and attention maps come after a "
+             "relaunch of this deck");
+    return 0;
+  }
+  signals_set_mode(SIGNALS_EXIT, "calculation 'pipeline' (features, knn, attention)");
   s.step_seconds[s.nsteps++] = wtime() - t;
 
   t = wtime();

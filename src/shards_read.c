@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -92,6 +93,40 @@ static int rd_attr_num(hid_t obj, const char *name, hid_t mtype, void *v) {
   return rc;
 }
 
+/* Limits on what a manifest may claim, checked before anything is allocated or summed: prepare
+ * never writes more (an image is a TIFF, at most 2 GiB), and a damaged or forged file must end
+ * with a message, not with an allocation of terabytes or an overflowing sum. */
+#define SHARDS_MAX_IMAGE_BYTES ((size_t)1 << 31)
+#define SHARDS_MAX_IMAGES ((int64_t)INT32_MAX)
+#define SHARDS_MAX_CLASSES 10000
+#define SHARDS_MAX_SHARDS (1 << 20)
+/* A compressed dataset may hold at most this many bytes per stored byte (deflate's limit is about
+ * 1032); an unfiltered one must store all of its bytes. */
+#define SHARDS_MAX_RATIO 4096
+
+/* Whether dataset d really stores the nelem values its shape claims: an unwritten (or forged)
+ * chunked dataset claims any shape in a few bytes, and reading it would allocate and fill all of it
+ * with fill values.  Variable-length elements count one byte each. */
+static int stored_enough(hid_t d, hsize_t nelem) {
+  if (nelem == 0) return 1;
+  hid_t t = H5Dget_type(d), dcpl = H5Dget_create_plist(d);
+  double elem = t >= 0 && H5Tis_variable_str(t) <= 0 && H5Tget_class(t) != H5T_VLEN ? (double)H5Tget_size(t) : 1.0;
+  int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+  if (t >= 0) H5Tclose(t);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  double need = (double)nelem * elem, have = (double)H5Dget_storage_size(d);
+  return filters > 0 ? have * SHARDS_MAX_RATIO >= need : have >= need;
+}
+
+/* End the job when dataset `name` of file `loc` claims more values than it stores. */
+static void check_stored(hid_t loc, hid_t d, const char *name, hsize_t nelem) {
+  if (stored_enough(d, nelem)) return;
+  char file[PATH_MAX] = "?";
+  H5Fget_name(loc, file, sizeof file);
+  scd_fatal(SCD_EXIT_DATA, "%s: dataset '%s' claims %llu values but stores only %llu bytes (damaged or forged file)",
+            file, name, (unsigned long long)nelem, (unsigned long long)H5Dget_storage_size(d));
+}
+
 /* Length of a 1-D dataset, or -1 if it is missing or not 1-D. */
 static int64_t rd_len(hid_t loc, const char *name) {
   if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) return -1;
@@ -100,7 +135,8 @@ static int64_t rd_len(hid_t loc, const char *name) {
   hid_t sp = H5Dget_space(d);
   hsize_t dims[1];
   int64_t n = -1;
-  if (sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1)
+  if (sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1 &&
+      dims[0] <= (hsize_t)INT64_MAX)
     n = (int64_t)dims[0];
   if (sp >= 0) H5Sclose(sp);
   H5Dclose(d);
@@ -112,6 +148,7 @@ static int rd_nums(hid_t loc, const char *name, hid_t mtype, int64_t n, void *ou
   if (rd_len(loc, name) != n) return -1;
   if (n == 0) return 0;
   hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  check_stored(loc, d, name, (hsize_t)n);
   hid_t t = H5Dget_type(d);
   H5T_class_t cls = H5Tget_class(t);
   int rc = (cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0 ? 0 : -1;
@@ -125,6 +162,7 @@ static char **rd_strs(hid_t loc, const char *name, int64_t *n_out) {
   int64_t n = rd_len(loc, name);
   if (n < 0) return NULL;
   hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  check_stored(loc, d, name, (hsize_t)n);
   hid_t t = H5Dget_type(d);
   char **out = NULL;
   if (H5Tget_class(t) == H5T_STRING) {
@@ -188,6 +226,11 @@ static const char *h5_reason(char *buf) {
 
 /* ---- opening ---- */
 
+static int is_regular(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 #define BAD(...) scd_fatal(SCD_EXIT_DATA, __VA_ARGS__)
 
 struct dataset *dataset_open(const char *shard_dir) {
@@ -201,6 +244,7 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (!fs_exists(mf))
     BAD("%s not found: shard_dir '%s' has no complete shard set (run calculation='prepare'; an "
         "interrupted prepare leaves no manifest)", mf, shard_dir);
+  if (!is_regular(mf)) BAD("%s: not a regular file", mf);
 
   shards_h5_lock();
   char why[256], s[256];
@@ -211,7 +255,8 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (strcmp(s, SHARDS_FORMAT) != 0)
     BAD("%s: not a scdino shard manifest (format is '%s', expected '%s')", mf, s, SHARDS_FORMAT);
   int64_t ver = 0, C = 0, H = 0, W = 0;
-  if (rd_attr_num(f, "version", H5T_NATIVE_INT64, &ver) != 0) BAD("%s: no 'version' attribute", mf);
+  if (rd_attr_num(f, "version", H5T_NATIVE_INT64, &ver) != 0)
+    BAD("%s: attribute 'version' is missing or not a single number", mf);
   if (ver != SHARDS_VERSION)
     BAD("%s: manifest version %lld, but this scdino reads version %d (prepare the shards again)", mf,
         (long long)ver, SHARDS_VERSION);
@@ -232,9 +277,20 @@ struct dataset *dataset_open(const char *shard_dir) {
   else
     BAD("%s: dtype '%s' is not uint16 or float32", mf, s);
   ds->image_bytes = MUL_SIZE(MUL_SIZE(MUL_SIZE((size_t)C, (size_t)H), (size_t)W), dataset_dtype_size(ds->dtype));
+  if (ds->image_bytes > SHARDS_MAX_IMAGE_BYTES)
+    BAD("%s: images of %lld x %lld x %lld %s values are larger than the limit of %zu MiB", mf, (long long)C,
+        (long long)H, (long long)W, s, SHARDS_MAX_IMAGE_BYTES >> 20);
   rd_attr_str(f, "tiff_dir", ds->tiff_dir, sizeof ds->tiff_dir);
 
   int64_t ncls = 0, nch = 0, nsh = 0;
+  if (rd_len(f, "class_names") > SHARDS_MAX_CLASSES)
+    BAD("%s: dataset 'class_names' has %lld entries; at most %d classes are supported", mf,
+        (long long)rd_len(f, "class_names"), SHARDS_MAX_CLASSES);
+  if (rd_len(f, "channel_names") > C)
+    BAD("%s: dataset 'channel_names' does not have %lld entries", mf, (long long)C);
+  if (rd_len(f, "shards") > SHARDS_MAX_SHARDS)
+    BAD("%s: dataset 'shards' lists %lld files; at most %d are supported", mf, (long long)rd_len(f, "shards"),
+        SHARDS_MAX_SHARDS);
   ds->class_names = rd_strs(f, "class_names", &ncls);
   if (!ds->class_names || ncls < 1) BAD("%s: dataset 'class_names' is missing or empty", mf);
   ds->nclasses = (int)ncls;
@@ -253,6 +309,9 @@ struct dataset *dataset_open(const char *shard_dir) {
     struct shard_file *sf = &ds->shards[k];
     if (counts[k] < 1 || strchr(names[k], '/'))
       BAD("%s: shard %lld ('%s') has count %lld or a bad name", mf, (long long)k, names[k], (long long)counts[k]);
+    if (counts[k] > SHARDS_MAX_IMAGES - total) /* checked before the sum, which could overflow */
+      BAD("%s: the shard counts add up to more than %lld images (shard %lld has count %lld)", mf,
+          (long long)SHARDS_MAX_IMAGES, (long long)k, (long long)counts[k]);
     fs_join(sf->path, sizeof sf->path, shard_dir, names[k]);
     sf->first = total;
     sf->count = counts[k];
@@ -260,6 +319,7 @@ struct dataset *dataset_open(const char *shard_dir) {
     total += counts[k];
     if (!fs_exists(sf->path))
       BAD("%s: shard file %s listed in the manifest is missing", mf, sf->path);
+    if (!is_regular(sf->path)) BAD("%s: shard %s is not a regular file", mf, sf->path);
   }
   free(counts);
   free_strs(names, nsh);
@@ -282,8 +342,12 @@ struct dataset *dataset_open(const char *shard_dir) {
   /* Files skipped by prepare: their ImageFolder positions, so the split matches upstream's. */
   ds->source_count = total;
   if (rd_attr_num(f, "source_count", H5T_NATIVE_INT64, &ds->source_count) != 0) ds->source_count = total;
+  if (ds->source_count > SHARDS_MAX_IMAGES)
+    BAD("%s: source_count %lld is larger than the limit of %lld images", mf, (long long)ds->source_count,
+        (long long)SHARDS_MAX_IMAGES);
+  if (ds->source_count < total) /* compared before subtracting: a negative count would overflow */
+    BAD("%s: source_count %lld is smaller than count %lld", mf, (long long)ds->source_count, (long long)total);
   int64_t nskip = ds->source_count - total;
-  if (nskip < 0) BAD("%s: source_count %lld is smaller than count %lld", mf, (long long)ds->source_count, (long long)total);
   if (nskip > 0) {
     int64_t *skip = xmalloc(MUL_SIZE((size_t)nskip, sizeof *skip));
     if (rd_nums(f, "skipped_index", H5T_NATIVE_INT64, nskip, skip) != 0)
@@ -408,6 +472,15 @@ static int offsets_agree(const struct shard_file *sf, size_t image_bytes) {
   return 1;
 }
 
+/* Offsets the writer records are ascending and never overlap (each new chunk goes after the last).
+ * Checked for all, since offsets_agree probes only two: a damaged middle offset would otherwise
+ * make pread() return another image's bytes, or metadata, without any error. */
+static int offsets_ordered(const struct shard_file *sf, size_t image_bytes) {
+  for (int64_t j = 0; j + 1 < sf->count; j++)
+    if (sf->addr[j] > UINT64_MAX - image_bytes || sf->addr[j] + image_bytes > sf->addr[j + 1]) return 0;
+  return 1;
+}
+
 /* Open and check shard k (caller holds the HDF5 lock). */
 static void shard_open(struct dataset *ds, struct shard_file *sf) {
   char why[256];
@@ -418,7 +491,9 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
     BAD("%s: shard has no 'images' dataset", p);
   hid_t sp = H5Dget_space(sf->images), t = H5Dget_type(sf->images);
   hsize_t dims[4] = {0, 0, 0, 0};
-  if (H5Sget_simple_extent_ndims(sp) != 4 || H5Sget_simple_extent_dims(sp, dims, NULL) != 4 ||
+  int ndims = H5Sget_simple_extent_ndims(sp);
+  if (ndims != 4) BAD("%s: 'images' has %d dimensions, expected 4 ([images, channels, height, width])", p, ndims);
+  if (H5Sget_simple_extent_dims(sp, dims, NULL) != 4 ||
       dims[0] != (hsize_t)sf->count || dims[1] != (hsize_t)ds->C || dims[2] != (hsize_t)ds->H ||
       dims[3] != (hsize_t)ds->W)
     BAD("%s: 'images' has shape [%llu, %llu, %llu, %llu], the manifest says [%lld, %d, %d, %d]", p,
@@ -429,6 +504,7 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   int ok = ds->dtype == DATASET_U16 ? cls == H5T_INTEGER && tsz == 2 && H5Tget_sign(t) == H5T_SGN_NONE
                                     : cls == H5T_FLOAT && tsz == 4;
   if (!ok) BAD("%s: 'images' is not of type %s as the manifest says", p, dataset_dtype_name(ds->dtype));
+  check_stored(sf->file, sf->images, "images", dims[0] * dims[1] * dims[2] * dims[3]);
   hid_t native = ds->dtype == DATASET_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
   int native_type = H5Tequal(t, native) > 0;
   H5Sclose(sp);
@@ -464,7 +540,7 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   } else if (sf->chunk_read && rd_len(sf->file, "image_offsets") == sf->count) {
     sf->addr = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *sf->addr));
     if (rd_nums(sf->file, "image_offsets", H5T_NATIVE_UINT64, sf->count, sf->addr) != 0 ||
-        !offsets_agree(sf, ds->image_bytes)) {
+        !offsets_agree(sf, ds->image_bytes) || !offsets_ordered(sf, ds->image_bytes)) {
       free(sf->addr);
       sf->addr = NULL;
     }
@@ -593,6 +669,8 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
              rd_attr_str(f, "file_list_hash", buf, sizeof buf) != 0 ||
              !(names = rd_strs(f, "channel_names", &nch))) {
     snprintf(why, n, "%s lacks the attributes prepare records", mf);
+  } else if (s->count < 0 || s->source_count < s->count) { /* checked before nskipped is computed */
+    snprintf(why, n, "%s has count %lld and source_count %lld", mf, (long long)s->count, (long long)s->source_count);
   } else {
     s->file_list_hash = strtoull(buf, NULL, 16);
     s->center_crop = (int)crop;

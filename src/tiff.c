@@ -18,6 +18,11 @@
  * terabytes. */
 #define TIFF_MAX_BYTES ((size_t)1 << 31)
 #define TIFF_MAX_PAGES 65536
+/* Widths and lengths are uint32 in the file but int in struct tiff_info: a larger side would turn
+ * negative there (and no cell image is a million pixels wide). */
+#define TIFF_MAX_SIDE (1u << 20)
+/* Tiles may be larger than a small image (writers pick 256 or 512), but not absurdly so. */
+#define TIFF_MAX_TILE_BYTES ((size_t)64 << 20)
 
 /* libtiff reports through process-wide handlers; keep the first error of the current thread's
  * current file, so it ends up in our message naming the file instead of on stderr. */
@@ -69,7 +74,7 @@ const char *tiff_sample_name(int sample) {
 /* Geometry of one page (directory). */
 struct page {
   uint32_t w, h;
-  uint16_t spp, bps, fmt, planar, photometric;
+  uint16_t spp, bps, fmt, planar, photometric, compression;
   int sample;
   int tiled;
 };
@@ -100,7 +105,11 @@ static int page_geometry(TIFF *t, struct page *p, char *err, size_t n) {
   TIFFGetFieldDefaulted(t, TIFFTAG_COMPRESSION, &compression);
   if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &p->photometric)) p->photometric = PHOTOMETRIC_MINISBLACK;
   p->tiled = TIFFIsTiled(t);
+  p->compression = compression;
   if (p->w == 0 || p->h == 0 || p->spp == 0) return fail(err, n, "empty image (%ux%u, %u samples)", p->w, p->h, p->spp);
+  if (p->w > TIFF_MAX_SIDE || p->h > TIFF_MAX_SIDE)
+    return fail(err, n, "image of %u x %u pixels (width x length) is larger than the limit of %u pixels a side",
+                p->w, p->h, TIFF_MAX_SIDE);
   if (p->photometric == PHOTOMETRIC_PALETTE)
     return fail(err, n, "palette-colour images are not supported (the values are colour-table indices)");
   if (p->photometric == PHOTOMETRIC_YCBCR) {
@@ -159,6 +168,10 @@ static TIFF *open_probe(const char *path, struct tiff_info *info, struct page *p
     fail(err, n, "cannot open: %s", strerror(errno));
     return NULL;
   }
+  if (!S_ISREG(st.st_mode)) { /* a FIFO or device would block or never end */
+    fail(err, n, "not a regular file");
+    return NULL;
+  }
   if (st.st_size == 0) {
     fail(err, n, "empty file");
     return NULL;
@@ -169,7 +182,7 @@ static TIFF *open_probe(const char *path, struct tiff_info *info, struct page *p
     return NULL;
   }
   if (page_geometry(t, p0, err, n) != 0) goto bad;
-  int npages = 1;
+  int npages = 1, raw = p0->compression == COMPRESSION_NONE;
   while (TIFFReadDirectory(t)) {
     struct page p;
     if (++npages > TIFF_MAX_PAGES) {
@@ -177,6 +190,7 @@ static TIFF *open_probe(const char *path, struct tiff_info *info, struct page *p
       goto bad;
     }
     if (page_geometry(t, &p, err, n) != 0) goto bad;
+    raw &= p.compression == COMPRESSION_NONE;
     if (!same_geometry(&p, p0)) {
       fail(err, n, "page %d is %ux%u with %u %s sample(s), page 0 is %ux%u with %u %s sample(s)",
            npages - 1, p.w, p.h, p.spp, tiff_sample_name(p.sample), p0->w, p0->h, p0->spp,
@@ -221,10 +235,17 @@ static TIFF *open_probe(const char *path, struct tiff_info *info, struct page *p
       info->width = (int)p0->w;
     }
   }
-  if ((double)info->channels * info->height * info->width * (double)tiff_sample_size(info->sample) >
-      (double)TIFF_MAX_BYTES) {
+  double bytes = (double)info->channels * info->height * info->width * (double)tiff_sample_size(info->sample);
+  if (bytes > (double)TIFF_MAX_BYTES) {
     fail(err, n, "image of %d x %d x %d %s samples is too large (over %zu MiB)", info->channels,
          info->height, info->width, tiff_sample_name(info->sample), TIFF_MAX_BYTES >> 20);
+    goto bad;
+  }
+  /* Uncompressed pixels are stored as they are: a header that promises more than the file holds
+   * is a truncated (or forged) file; say so before allocating the image. */
+  if (raw && bytes > (double)st.st_size) {
+    fail(err, n, "truncated or damaged file: %d x %d x %d uncompressed %s samples need %.0f bytes, the file has %lld",
+         info->channels, info->height, info->width, tiff_sample_name(info->sample), bytes, (long long)st.st_size);
     goto bad;
   }
   return t;
@@ -287,6 +308,12 @@ static int read_page(TIFF *t, const struct page *p, unsigned char *dst, int firs
     uint32_t tw = 0, th = 0;
     if (!TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(t, TIFFTAG_TILELENGTH, &th) || !tw || !th)
       return fail_tiff(err, n, "tiled image without tile size");
+    /* Both sides are checked before they are multiplied: the product of two uint32 from the
+     * file can overflow even 64 bits. */
+    if (tw > TIFF_MAX_SIDE || th > TIFF_MAX_SIDE ||
+        (double)tw * th * nsamp * (double)es > (double)TIFF_MAX_TILE_BYTES)
+      return fail(err, n, "tiles of %u x %u pixels are larger than the limit of %zu MiB per tile", tw, th,
+                  TIFF_MAX_TILE_BYTES >> 20);
     tmsize_t tsize = TIFFTileSize(t);
     tmsize_t want = (tmsize_t)tw * th * nsamp * (tmsize_t)es;
     if (tsize <= 0 || tsize < want) return fail_tiff(err, n, "bad tile size");

@@ -11,20 +11,26 @@
 #include "calc.h"
 #include "check.h"
 #include "comm.h"
+#include "fault_inject.h"
 #include "fsutil.h"
 #include "log.h"
 #include "model_config.h"
 #include "schedule.h"
 #include "shards.h"
+#include "signals.h"
 #include "train.h"
 #include "train_priv.h"
+#include "watchdog.h"
 #ifdef HAVE_CUDA
 #include "../cuda/augment_gpu.h"
 #endif
 
 volatile sig_atomic_t train_stop_requested = 0;
+static int stopped_early; /* the last train_run stopped on a request (agreed by all ranks) */
 
 void train_request_stop(void) { train_stop_requested = 1; }
+
+int train_stopped(void) { return stopped_early; }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
 
@@ -100,12 +106,15 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
   *epoch = 0;
   *it = 0;
   if (cfg->training.restart) {
-    int have = comm_rank() == 0 ? fs_exists(t->ckpt_path) : 0;
-    comm_bcast(&have, sizeof have, 0);
-    if (have) {
+    char from[PATH_MAX];
+    /* checkpoint.h5, or checkpoint.prev.h5 when checkpoint.h5 cannot be read (checkpoint_files.c). */
+    const int fell_back = checkpoint_pick_restart(t->ckpt_path, from, sizeof from);
+    if (from[0]) {
       struct ckpt_info info;
-      checkpoint_restore(t->ckpt_path, &t->ck, &info);
-      snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt_path);
+      checkpoint_restore(from, &t->ck, &info);
+      snprintf(t->last_good, sizeof t->last_good, "%s", from);
+      /* The unreadable checkpoint.h5 is replaced by the next save, not kept as the previous one. */
+      t->ck.keep_prev = !fell_back;
       *epoch = t->ck.epoch;
       *it = t->ck.iteration;
       if (info.world_size != t->world || info.niter_per_epoch != t->niter ||
@@ -115,7 +124,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
         log_warn("restart: %s was written by a run of %d rank(s) x batch %lld (%lld iterations per "
                  "epoch); this run has %d x %lld (%lld per epoch): it continues correctly but not "
                  "bit-identically to an uninterrupted run",
-                 t->ckpt_path, info.world_size, (long long)info.batch_size_per_rank,
+                 from, info.world_size, (long long)info.batch_size_per_rank,
                  (long long)info.niter_per_epoch, t->world, (long long)t->B, (long long)t->niter);
         if (*it > 0 && info.niter_per_epoch > 0)
           *it = llround((double)*it * (double)t->niter / (double)info.niter_per_epoch);
@@ -129,7 +138,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
         log_warn("restart: the checkpoint's run had %lld training images, this one has %lld",
                  (long long)info.n_train, (long long)t->split.n_train);
       log_info("restart: continuing from %s at epoch %lld, iteration %lld (global step %lld)",
-               t->ckpt_path, (long long)*epoch, (long long)*it, (long long)(*epoch * t->niter + *it));
+               from, (long long)*epoch, (long long)*it, (long long)(*epoch * t->niter + *it));
       if (cfg->training.init_from[0])
         log_info("restart: init_from = '%s' is not used: the run continues from its own checkpoint",
                  cfg->training.init_from);
@@ -162,24 +171,12 @@ static void save(struct trainer *t, int64_t epoch_done) {
     fs_join(numbered, sizeof numbered, t->cfg->control.run_dir, name);
     n = 2;
   }
+  watchdog_progress("a checkpoint write", t->ck.epoch * t->niter + t->ck.iteration);
   checkpoint_save_many(paths, n, &t->ck);
+  t->ck.keep_prev = 1;
   snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt_path);
   log_info("checkpoint %s%s%s (epoch %lld, iteration %lld)", t->ckpt_path, n > 1 ? " and " : "",
            n > 1 ? numbered : "", (long long)t->ck.epoch, (long long)t->ck.iteration);
-}
-
-SCD_NORETURN static void fail_nonfinite(const struct trainer *t, int64_t epoch, int64_t it,
-                                        const struct step_result *r) {
-  if (t->rank == 0) {
-    fflush(stdout);
-    fprintf(stderr,
-            "scdino: error: non-finite loss at epoch %lld, iteration %lld of %lld (global step "
-            "%lld) on %d of %d rank%s (rank 0: %g); training stopped.  Last good checkpoint: %s\n",
-            (long long)epoch, (long long)it, (long long)t->niter,
-            (long long)(epoch * t->niter + it), r->nonfinite, t->world, t->world > 1 ? "s" : "",
-            r->loss_local, t->last_good[0] ? t->last_good : "none (no checkpoint written yet)");
-  }
-  comm_exit_all(SCD_EXIT_FAILURE);
 }
 
 /* ---- the loop ---------------------------------------------------------------------------------- */
@@ -199,9 +196,32 @@ static void add_metrics(struct trainer *t, const struct step_result *r) {
   t->launch_steps++;
 }
 
+/* Why the loop stops after this step: NULL (it goes on), "max_steps", or the name of the signal
+ * some rank received.  Every rank gets the same answer (r->stop is agreed; so is the signal). */
+static const char *stop_reason(const struct trainer *t, const struct step_result *r) {
+  if (r->stop) {
+    double sig = (double)signals_received();
+    comm_allreduce_max_f64(&sig, 1);
+    return sig > 0 ? signals_name((int)sig) : "stop requested";
+  }
+  const long max_steps = t->cfg->training.max_steps;
+  return max_steps > 0 && t->launch_steps >= max_steps ? "max_steps" : NULL;
+}
+
+/* After a stop: where the run is and the exact way to continue. */
+static void log_restart_hint(const struct trainer *t) {
+  log_info("train: %s holds epoch %lld, iteration %lld (global step %lld of %lld; stopped by %s).  To "
+           "continue, run the same deck again%s; on %d rank%s with batch_size_per_rank %lld it continues "
+           "bit-identically.",
+           t->ckpt_path, (long long)t->ck.epoch, (long long)t->ck.iteration,
+           (long long)(t->ck.epoch * t->niter + t->ck.iteration), (long long)t->total_steps, t->ck.stopped_by,
+           t->cfg->training.restart ? " (it sets &training restart = .true.)" : " with &training restart = .true.",
+           t->world, t->world > 1 ? "s" : "", (long long)t->B);
+}
+
 /* Run epochs from (epoch, it0); returns when done or stopped. */
 static void run_epochs(struct trainer *t, int64_t epoch, int64_t it0) {
-  const long max_steps = t->cfg->training.max_steps;
+  const struct config *cfg = t->cfg;
   t->first_step = epoch * t->niter + it0;
   t->t_launch = wtime();
   t->win.t0 = t->t_launch;
@@ -209,27 +229,33 @@ static void run_epochs(struct trainer *t, int64_t epoch, int64_t it0) {
     if (it0 == 0) memset(&t->ck.metrics, 0, sizeof t->ck.metrics);
     t->epoch_t0 = wtime() - t->ck.metrics.seconds;
     loader_start_epoch(t->loader, epoch, it0);
-    int stop = 0;
+    const char *why = NULL;
     for (int64_t it = it0; it < t->niter; it++) {
+      const int64_t step = epoch * t->niter + it;
+      watchdog_progress("a training step", step);
+      fault_inject_step(cfg, step);
       const struct loader_batch *b = loader_next(t->loader);
       SCD_ASSERT(b && b->batch == it && b->epoch == epoch);
       t->win.data_s += b->wait_seconds;
       struct step_result r;
       train_step(t, b, epoch, it, &r);
-      if (r.nonfinite) fail_nonfinite(t, epoch, it, &r);
+      if (r.nonfinite || r.bad_grad >= 0) train_guard_fail(t, epoch, it, &r);
       if (r.images == 0)
         log_warn("epoch %lld iteration %lld: every image of the batch was left out (invalid after "
                  "min-max scaling); no update", (long long)epoch, (long long)it);
       add_metrics(t, &r);
       train_log_progress(t, epoch, it, &r);
-      stop = r.stop || (max_steps > 0 && t->launch_steps >= max_steps);
-      if (stop && it + 1 < t->niter) {
+      why = stop_reason(t, &r);
+      if (why && r.stop) stopped_early = 1;
+      if (why && it + 1 < t->niter) {
         t->ck.epoch = epoch;
         t->ck.iteration = it + 1;
+        t->ck.stopped_by = why;
         save(t, -1);
         log_info("train: stopped after %lld step%s of this launch (%s) inside epoch %lld; continue "
                  "with restart = .true.", (long long)t->launch_steps, t->launch_steps == 1 ? "" : "s",
-                 r.stop ? "stop requested" : "max_steps", (long long)epoch);
+                 why, (long long)epoch);
+        log_restart_hint(t);
         return;
       }
     }
@@ -237,13 +263,16 @@ static void run_epochs(struct trainer *t, int64_t epoch, int64_t it0) {
     memset(&t->ck.metrics, 0, sizeof t->ck.metrics);
     t->ck.epoch = epoch + 1;
     t->ck.iteration = 0;
+    t->ck.stopped_by = why && epoch + 1 < t->epochs ? why : NULL;
     save(t, epoch);
-    if (stop && epoch + 1 < t->epochs) {
-      log_info("train: stopped after %lld step%s of this launch at the end of epoch %lld; continue "
+    if (t->ck.stopped_by) {
+      log_info("train: stopped after %lld step%s of this launch at the end of epoch %lld (%s); continue "
                "with restart = .true.", (long long)t->launch_steps, t->launch_steps == 1 ? "" : "s",
-               (long long)epoch);
+               (long long)epoch, why);
+      log_restart_hint(t);
       return;
     }
+    stopped_early = 0; /* a request in the very last step: the run is complete */
   }
 }
 
@@ -255,7 +284,11 @@ int train_run(const struct config *cfg) {
   t->B = cfg->training.batch_size_per_rank;
   t->epochs = cfg->training.epochs;
   fs_join(t->ckpt_path, sizeof t->ckpt_path, cfg->control.run_dir, CKPT_FILE);
-  if (t->rank == 0) fs_mkdir_p(cfg->control.run_dir);
+  stopped_early = 0;
+  if (t->rank == 0) {
+    fs_mkdir_p(cfg->control.run_dir);
+    checkpoint_remove_stale(cfg->control.run_dir);
+  }
   t->ops = backend_select(cfg);
   setup_data(t);
   setup_model(t);
@@ -264,7 +297,10 @@ int train_run(const struct config *cfg) {
   t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
                               .nchannels = t->nchannels, .channels = t->channels,
                               .niter_per_epoch = t->niter, .world_size = t->world,
-                              .n_train = t->split.n_train};
+                              .n_train = t->split.n_train, .keep_prev = 1};
+  t->gnorms = xcalloc((size_t)t->model->tt.n, sizeof *t->gnorms);
+  t->nan_pending = -1;
+  fault_inject_setup(cfg, &t->model->tt);
   train_log_setup(t);
   int64_t epoch, it;
   start_position(t, &epoch, &it);
@@ -273,7 +309,12 @@ int train_run(const struct config *cfg) {
     log_info("train: %s is at epoch %lld of %lld: nothing left to train", t->ckpt_path,
              (long long)epoch, (long long)t->epochs);
   } else {
+    /* From here a signal asks for a stop at the end of the step (signals.h), and a rank that makes
+     * no progress for step_timeout seconds ends the job (watchdog.h). */
+    signals_set_mode(SIGNALS_DEFER, "training");
+    watchdog_start(cfg->system.step_timeout);
     run_epochs(t, epoch, it);
+    watchdog_stop();
     char dur[32];
     log_info("train: %lld steps in %s; last checkpoint %s", (long long)t->launch_steps,
              log_fmt_duration(wtime() - t0, dur, sizeof dur), t->last_good);
@@ -292,6 +333,7 @@ int train_run(const struct config *cfg) {
   free(t->lr_sched);
   free(t->wd_sched);
   free(t->mom_sched);
+  free(t->gnorms);
   split_free(&t->split);
   dataset_close(t->ds);
   free(t);

@@ -23,5 +23,8 @@ int train_run(const struct config *cfg);
  * 0 (the run continues with restart = .true.).  Async-signal-safe: it only sets a flag, which the
  * ranks combine after every step, so all of them stop at the same step. */
 void train_request_stop(void);
+/* Whether the last train_run stopped early on such a request (the same answer on every rank):
+ * calculation='pipeline' then ends too, with status 0, instead of going on to the features. */
+int train_stopped(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "dino_loss.h"
@@ -30,6 +31,7 @@ struct step_result {
   int64_t images;     /* images in the step, all ranks */
   int nonfinite;      /* ranks whose loss was not finite */
   int stop;           /* some rank was asked to stop (train_request_stop) */
+  int bad_grad;       /* first tensor (table order) whose averaged gradient is not finite; -1 none */
   double lr, wd, momentum;
   double comm_s;      /* seconds blocked in communication */
 };
@@ -66,6 +68,8 @@ struct trainer {
   char ckpt_path[PATH_MAX];
   char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
   int64_t launch_steps;      /* steps done by this launch (max_steps) */
+  double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
+  int nan_pending;           /* &debug: tensor whose gradient still gets a NaN this step; -1 none */
   /* timing */
   struct train_window win;
   double t_launch, epoch_t0;
@@ -76,6 +80,16 @@ struct trainer {
  * bucketed all-reduce, clipping, freezing, AdamW, EMA.  Every rank calls it once per iteration. */
 void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, int64_t it,
                 struct step_result *r);
+
+/* Numerical faults (train_guard.c).  After the update: r->bad_grad from t->gnorms, agreed by all
+ * ranks. */
+void train_guard_check_grads(struct trainer *t, struct step_result *r);
+/* A non-finite loss (r->nonfinite) or gradient (r->bad_grad >= 0): rank 0 names the step, the
+ * first bad tensor (for a loss: the first non-finite weight, if any) and the last good checkpoint;
+ * every rank exits with status 1. */
+SCD_NORETURN void train_guard_fail(const struct trainer *t, int64_t epoch, int64_t it, const struct step_result *r);
+/* The first tensor of buf (device memory laid out by tt) holding a NaN or infinity, or -1. */
+int train_guard_first_nonfinite(const struct ops *ops, const struct tensor_table *tt, const float *buf);
 
 /* Start-up summary (model, data, batch, schedules). */
 void train_log_setup(const struct trainer *t);

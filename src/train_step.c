@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "comm.h"
+#include "fault_inject.h"
 #include "log.h"
 #include "rng.h"
 #include "train.h"
@@ -14,6 +15,14 @@
 #include "../cuda/augment_gpu.h"
 #endif
 
+/* &debug nan_at_step: a NaN in the first element of the tensor's local gradient, in stream order
+ * before the range goes to the all-reduce, which spreads it to every rank. */
+static void inject_nan(struct trainer *t) {
+  const float nan = NAN;
+  t->ops->upload(t->model->grads + t->model->tt.t[t->nan_pending].off, &nan, sizeof nan);
+  t->nan_pending = -1;
+}
+
 /* grads_ready: tensors first..last are final; their buffer range, padding up to the next tensor
  * included (so the ranges tile the buffer), goes to the communicator. */
 static void on_grads_ready(int first, int last, void *ctx) {
@@ -21,6 +30,7 @@ static void on_grads_ready(int first, int last, void *ctx) {
   const struct tensor_table *tt = &t->model->tt;
   const size_t off = tt->t[first].off;
   const size_t end = last + 1 < tt->n ? tt->t[last + 1].off : tt->size;
+  if (t->nan_pending >= first && t->nan_pending <= last) inject_nan(t);
   t->gc->bucket_ready(t->gc, off, end - off);
 }
 
@@ -50,6 +60,8 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   r->wd = t->wd_sched[step];
   r->momentum = t->mom_sched[step];
   const int n = b->n;
+  r->bad_grad = -1;
+  t->nan_pending = fault_inject_nan_tensor(cfg, step);
 
   /* Forward and loss.  A rank whose whole batch was dropped (every image invalid) contributes
    * zero gradients and zero teacher sums. */
@@ -90,11 +102,14 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
     dino_model_backward(m, n, on_grads_ready, t);
   else
     ops->zero(m->grads, m->tt.size * sizeof(float));
+  if (t->nan_pending >= 0) inject_nan(t); /* a range backward did not hand over: finish reduces it */
   t->gc->finish(t->gc);
   r->comm_s += t->gc->wait_seconds - c0;
 
   /* Per-tensor clipping, last-layer freezing (epochs < freeze_last_layer), AdamW, teacher EMA
    * (one fused pass on backends that have it). */
-  optim_update(&t->opt, m->student, m->grads, cfg->training.clip_grad, NULL, r->lr, r->wd,
+  optim_update(&t->opt, m->student, m->grads, cfg->training.clip_grad, t->gnorms, r->lr, r->wd,
                epoch < cfg->training.freeze_last_layer, m->teacher, r->momentum);
+  /* The norms clipping computed are the non-finite check (train_guard.c). */
+  train_guard_check_grads(t, r);
 }

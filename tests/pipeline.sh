@@ -2,16 +2,16 @@
 # tests/pipeline.sh - calculation='pipeline' end to end on a tiny TIFF set (scdino_demo_data, 3
 # classes x 20 images) with a tiny ViT: prepare, train, features, knn (with both baselines) and
 # attention in one launch; every output and the summary (its kNN numbers against knn.h5); a second
-# launch on two ranks that finds the shards and skips prepare; the error without a TIFF tree;
+# launch on two ranks that finds the shards and skips prepare; the error without TIFFs or shards;
 # examples/plot_run.py on the run.
 . "$top_srcdir/tests/lib.sh"
 scratch pipeline_sh
 "$top_builddir/scdino_demo_data" -o tiff -n 20 -c 3 -q || exit 99
 
-deck() { # deck RUN_DIR [TIFF_DIR]
+deck() { # deck RUN_DIR [TIFF_DIR [SHARD_DIR]]
   cat <<EOF
 &control calculation = 'pipeline', run_dir = '$1', seed = 3 /
-&data tiff_dir = '${2-tiff}', shard_dir = 'shards', channels = 1, 2, 4 /
+&data tiff_dir = '${2-tiff}', shard_dir = '${3-shards}', channels = 1, 2, 4 /
 &model arch = 'custom', patch_size = 8, embed_dim = 48, depth = 2, num_heads = 3, mlp_ratio = 4,
        out_dim = 64, head_hidden_dim = 96, head_bottleneck_dim = 32, head_nlayers = 3 /
 &crops global_size = 32, local_size = 16, local_crops_number = 2 /
@@ -81,10 +81,12 @@ if [ "$MPIEXEC" != none ]; then
   [ -s run2/pipeline.txt ] || fail "run2/pipeline.txt missing"
 fi
 
-# No TIFF tree: the deck check refuses it (exit 2) before anything runs.
-deck run3 '' >e.nml
+# No TIFF tree and no shards: refused (exit 2) before any step runs.
+deck run3 '' noshards >e.nml
 expect_exit 2 "$SCDINO" e.nml
-expect_grep "calculation = 'pipeline' needs tiff_dir in &data"
+expect_grep "holds no complete shard set and data.tiff_dir is empty"
 nchecks=$((nchecks + 1))
-[ -e run3 ] && fail "a refused deck created run3"
+[ -e noshards/manifest.h5 ] && fail "a refused pipeline wrote shards"
+nchecks=$((nchecks + 1))
+[ -e run3/checkpoint.h5 ] && fail "a refused pipeline trained"
 finish

@@ -78,6 +78,7 @@ train_data nanshards 1e-45
 TRAIN_SHARDS=nanshards train_deck nan epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. >nan.nml
 expect_exit 1 "$SCDINO" nan.nml
 expect_grep "error: non-finite loss at epoch 1, iteration 0 of 10 \(global step 10\) on 1 of 1 rank .*Last good checkpoint: nan/checkpoint.h5"
+expect_grep "every weight is finite, so it arose in the forward pass \(input data or an overflowing activation\)"
 if [ "$MPIEXEC" != none ]; then
   TRAIN_SHARDS=nanshards train_deck nan2 epochs=1 warmup_epochs=0 batch_size_per_rank=4 >nan2.nml
   expect_exit 1 $MPIEXEC -n 2 "$SCDINO" nan2.nml

@@ -1,0 +1,29 @@
+#!/bin/sh
+# .ci/checks/sanitizers.sh - the hostile-input corpus and the unit tests of the input readers
+# (deck, configuration, TIFF, shards, features) under AddressSanitizer, UndefinedBehaviorSanitizer
+# and LeakSanitizer: configure --enable-sanitizers in build-san (CPU only), build only what these
+# tests need, run them.  LeakSanitizer stays on; tests/lsan.supp silences Open MPI's own
+# allocations (tests/env.sh sets LSAN_OPTIONS).  A few minutes on 2 cores.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+mkdir -p "$top/build-san" && cd "$top/build-san" || exit 1
+if [ ! -f Makefile ]; then
+  "$top/configure" -q --without-cuda --enable-sanitizers || { echo "FAIL: sanitizers: configure"; exit 1; }
+fi
+progs="tests/test_deck tests/test_config tests/test_tiff tests/test_shards tests/test_features_io \
+tests/hostile/rawtiff tests/hostile/h5edit tests/mktiff tests/knn_mkdata"
+tests="tests/test_deck tests/test_config tests/test_tiff tests/test_shards tests/test_features_io \
+tests/hostile_decks.sh tests/hostile_tiff.sh tests/hostile_shards.sh tests/hostile_features.sh tests/hostile_ckpt.sh"
+# shellcheck disable=SC2086
+make -j"$jobs" scdino $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: sanitizers: build"; exit 1; }
+# check_PROGRAMS is narrowed so that make check builds nothing else.
+make -j"$jobs" check TESTS="$tests" check_PROGRAMS="$progs" >check.log 2>&1
+rc=$?
+grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS):' check.log | sed 's/^/sanitizers: /'
+if [ "$rc" != 0 ]; then
+  grep -E -h -B2 -A20 'ERROR: (Address|Leak)Sanitizer|runtime error:|^FAIL' tests/*.log 2>/dev/null | head -80
+  echo "FAIL: sanitizers"
+  exit 1
+fi
+echo "PASS: sanitizers (ASan + UBSan + LSan)"
