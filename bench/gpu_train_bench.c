@@ -36,6 +36,7 @@
 #include "../cuda/backend_cuda.h"
 #include "../cuda/cuda_check.h"
 #include "bench_result.h"
+#include "bench_step.h"
 #include "comm.h"
 #include "dino_loss.h"
 #include "dino_model.h"
@@ -44,19 +45,6 @@
 #include "ops.h"
 #include "optim.h"
 #include "rng.h"
-
-/* 2 x multiply-adds of one backbone pass over B crops of N tokens (Np patches): the four Linear
- * layers of each block, QK^T and PV, and the patch embedding. */
-static double vit_flops(const struct vit_dims *d, double B, double N, double Np) {
-  const double D = d->dim, Hm = d->mlp_hidden, T = B * N;
-  const double block = 2 * T * (3 * D * D + D * D + 2 * D * Hm) + 2 * 2 * B * N * N * D;
-  return d->depth * block + 2 * B * Np * D * d->in_chans * d->patch * d->patch;
-}
-static double head_flops(const struct head_dims *h, double R) {
-  double f = 2 * R * h->in_dim * h->hidden + 2 * R * h->hidden * h->bottleneck;
-  f += 2 * R * (double)h->hidden * h->hidden * (h->nlayers - 2);
-  return f + 2 * R * h->bottleneck * (double)h->out_dim;
-}
 
 struct bench_ctx {
   struct grad_comm *gc;
@@ -129,13 +117,9 @@ int main(int argc, char **argv) {
   const int C = s.vit.in_chans;
 
   /* model, loss, optimizer, communicator */
-  struct dino_model *m = dino_model_create(ops, &s);
-  dino_model_init_weights(m, 40);
-  dino_model_plan(m, B, nl, G, Lsz);
-  struct dino_loss loss;
-  dino_loss_init(&loss, ops, s.head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
-  struct optim o;
-  optim_init(&o, ops, &m->tt);
+  struct bench_step st;
+  bench_step_init(&st, ops, &s, B, nl, G, Lsz);
+  struct dino_model *m = st.m;
 #ifdef HAVE_NCCL
   struct grad_comm *gc = use_mpi ? grad_comm_mpi_create(ops, 0) : grad_comm_nccl_create(ops, 0);
 #else
@@ -146,25 +130,7 @@ int main(int argc, char **argv) {
 
   /* raw data: a pool of 2B synthetic uint16 images per rank, augmented on the GPU every step */
   struct augment a;
-  memset(&a, 0, sizeof a);
-  a.C_all = C;
-  a.H = a.W = raw_side;
-  a.dtype = IMGOPS_U16;
-  a.nsel = C;
-  for (int c = 0; c < C; c++) {
-    a.sel[c] = c;
-    a.mean[c] = 0.2f;
-    a.std[c] = 0.2f;
-  }
-  a.global_size = G;
-  a.local_size = Lsz;
-  a.n_local = nl;
-  a.global_scale[0] = 0.14;
-  a.global_scale[1] = 1.0;
-  a.local_scale[0] = 0.05;
-  a.local_scale[1] = 0.14;
-  a.random = 1;
-  a.seed = 40;
+  bench_step_augment(&a, C, raw_side, raw_side, G, Lsz, nl, 0.2f);
   struct augment_gpu *ag = augment_gpu_create(&a, B);
   const int pool = 2 * B; /* steps alternate between its two halves */
   const size_t isz = (size_t)C * raw_side * raw_side;
@@ -175,13 +141,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < (size_t)pool * isz; i++) raw[i] = (uint16_t)(200 + rng_below(&r, 3000));
   int64_t *ids = malloc((size_t)B * sizeof *ids);
 
-  const int Ng = 1 + (G / s.vit.patch) * (G / s.vit.patch), Nl = 1 + (Lsz / s.vit.patch) * (Lsz / s.vit.patch);
-  struct head_dims hd = s.head;
-  hd.in_dim = s.vit.dim;
-  const double fwd_s = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + vit_flops(&s.vit, (double)nl * B, Nl, Nl - 1) +
-                       head_flops(&hd, (2.0 + nl) * B);
-  const double fwd_t = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + head_flops(&hd, 2.0 * B);
-  const double flops = 3 * fwd_s + fwd_t;
+  struct bench_step_flops sf;
+  bench_step_count_flops(&s, B, nl, G, Lsz, &sf);
+  const int Ng = sf.Ng, Nl = sf.Nl;
+  const double fwd_s = sf.fwd_student, fwd_t = sf.fwd_teacher, flops = sf.total;
   const int fp32 = !strcmp(precision, "fp32");
   double peak = peak_tflops * 1e12;
   if (peak <= 0 && (strstr(info.name, "H100") || strstr(info.name, "H200")))
@@ -230,12 +193,12 @@ int main(int argc, char **argv) {
       }
       struct dino_droppath dp = {40, (uint64_t)it, ids};
       dino_model_forward(m, gl, lc, B, &dp);
-      last_loss = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
-      dino_loss_update_center(&loss, B, world, grad_comm_allreduce_cb, gc);
+      last_loss = dino_loss_forward(&st.loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
+      dino_loss_update_center(&st.loss, B, world, grad_comm_allreduce_cb, gc);
       gc->begin_step(gc, m->grads, m->tt.size);
       dino_model_backward(m, B, on_ready, &bc);
       gc->finish(gc);
-      optim_update(&o, m->student, m->grads, 3.0, NULL, 1e-4, 0.04, 0, m->teacher, 0.996);
+      optim_update(&st.opt, m->student, m->grads, 3.0, NULL, 1e-4, 0.04, 0, m->teacher, 0.996);
       ops->sync();
       const double t1 = wtime();
       if (phase == 0) {
@@ -312,9 +275,7 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventDestroy(eb));
   augment_gpu_destroy(ag);
   gc->destroy(gc);
-  optim_free(&o);
-  dino_loss_free(&loss);
-  dino_model_destroy(m);
+  bench_step_free(&st);
   comm_finalize();
   return 0;
 }

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "rng.h"
 #include "shards.h"
+#include "../tests/shardset.h"
 
 /* CPU seconds of the calling thread: on a shared machine, time slices taken by other processes do
  * not count (wall-clock rates are reported next to it). */
@@ -41,82 +42,50 @@ struct opts {
   int skip_raw;
 };
 
+/* Generator state: one RNG stream over all images, drawn in index order. */
+struct bench_images {
+  int C, S;
+  struct rng r;
+};
+
+static int32_t bench_image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
+  struct bench_images *g = ctx;
+  const int C = g->C, S = g->S;
+  uint16_t *px = img;
+  /* A bright blob on a noisy background, per channel (cell-like, never constant). */
+  const double cy = S * (0.3 + 0.4 * rng_uniform(&g->r)), cx = S * (0.3 + 0.4 * rng_uniform(&g->r));
+  for (int c = 0; c < C; c++)
+    for (int y = 0; y < S; y++)
+      for (int x = 0; x < S; x++) {
+        const double d2 = (y - cy) * (y - cy) + (x - cx) * (x - cx);
+        px[((size_t)c * S + y) * S + x] =
+            (uint16_t)(300 + 100 * c + rng_below(&g->r, 200) + (d2 < S * S / 16.0 ? 2000 + 300 * c : 0));
+      }
+  const int32_t label = (int32_t)(i % 8);
+  snprintf(rel, reln, "class%d/cell%06ld.tif", label, (long)i);
+  return label;
+}
+
 static void make_shards(const struct opts *o) {
   const int C = (int)o->C, S = (int)o->S;
   const long per = 4096, nsh = (o->n + per - 1) / per;
-  uint16_t *img = xmalloc(sizeof(uint16_t) * (size_t)C * S * S);
-  char **files = xcalloc((size_t)nsh, sizeof *files);
-  int64_t *counts = xcalloc((size_t)nsh, sizeof *counts);
-  int32_t *labels = xcalloc((size_t)o->n, sizeof *labels);
-  struct rng r;
-  rng_init(&r, 1, RNG_DOMAIN_TEST, 0, 0);
-  const double t0 = wtime();
-  for (long k = 0; k < nsh; k++) {
-    char name[64], path[4096];
-    snprintf(name, sizeof name, "shard-%05ld.h5", k);
-    files[k] = xstrdup(name);
-    snprintf(path, sizeof path, "%s/%s", o->dir, name);
-    const long first = k * per, last = first + per < o->n ? first + per : o->n;
-    struct shard_writer *w = shard_writer_create(path, C, S, S, DATASET_U16, last - first);
-    for (long i = first; i < last; i++) {
-      /* A bright blob on a noisy background, per channel (cell-like, never constant). */
-      const double cy = S * (0.3 + 0.4 * rng_uniform(&r)), cx = S * (0.3 + 0.4 * rng_uniform(&r));
-      for (int c = 0; c < C; c++)
-        for (int y = 0; y < S; y++)
-          for (int x = 0; x < S; x++) {
-            const double d2 = (y - cy) * (y - cy) + (x - cx) * (x - cx);
-            img[((size_t)c * S + y) * S + x] =
-                (uint16_t)(300 + 100 * c + rng_below(&r, 200) + (d2 < S * S / 16.0 ? 2000 + 300 * c : 0));
-          }
-      labels[i] = (int32_t)(i % 8);
-      char rel[64];
-      snprintf(rel, sizeof rel, "class%d/cell%06ld.tif", labels[i], i);
-      shard_writer_add(w, img, labels[i], i, rel);
-    }
-    counts[k] = last - first;
-    shard_writer_close(w);
-  }
   static const char *const classes[8] = {"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"};
-  char **chn = xcalloc((size_t)C, sizeof *chn);
   double *mean = xcalloc((size_t)C, sizeof *mean), *sd = xcalloc((size_t)C, sizeof *sd);
   for (int c = 0; c < C; c++) {
-    char nm[16];
-    snprintf(nm, sizeof nm, "ch%d", c);
-    chn[c] = xstrdup(nm);
     mean[c] = 0.3;
     sd[c] = 0.2;
   }
-  struct manifest_info m;
-  memset(&m, 0, sizeof m);
-  m.channels = C;
-  m.height = m.width = S;
-  m.dtype = DATASET_U16;
-  m.count = m.source_count = m.stats_images = o->n;
-  m.nclasses = 8;
-  m.class_names = classes;
-  m.channel_names = (const char *const *)chn;
-  m.nshards = (int)nsh;
-  m.shard_files = (const char *const *)files;
-  m.shard_counts = counts;
-  m.labels = labels;
-  m.mean = mean;
-  m.std = sd;
-  m.tiff_dir = "";
-  m.stats_fraction = 0.2;
-  m.stats_seed = 42;
-  m.source_dtype = "uint16";
-  manifest_write(o->dir, &m);
+  struct bench_images g = {.C = C, .S = S};
+  rng_init(&g.r, 1, RNG_DOMAIN_TEST, 0, 0);
+  const struct shardset s = {.channels = C, .height = S, .width = S, .dtype = DATASET_U16, .count = o->n,
+                             .per_shard = per, .nclasses = 8, .class_names = classes, .mean = mean,
+                             .std = sd, .tiff_dir = "", .image = bench_image, .ctx = &g};
+  const double t0 = wtime();
+  shardset_write(o->dir, &s);
   printf("wrote %ld images (%d x %d x %d uint16) in %ld shards to %s in %.1f s\n", o->n, C, S, S, nsh, o->dir,
          wtime() - t0);
-  for (long k = 0; k < nsh; k++) free(files[k]);
-  for (int c = 0; c < C; c++) free(chn[c]);
-  free(files);
-  free(chn);
-  free(counts);
-  free(labels);
   free(mean);
   free(sd);
-  free(img);
 }
 
 /* Drain whole epochs; returns images/s seen by the consumer (wall clock); *cpu_s gets the process

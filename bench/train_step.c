@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench_result.h"
+#include "bench_step.h"
 #include "check.h"
 #include "dino_loss.h"
 #include "dino_model.h"
@@ -24,18 +25,6 @@
 #include "ops.h"
 #include "optim.h"
 #include "rng.h"
-
-/* Multiply-adds x 2 of the GEMMs of one backbone pass over B crops of N tokens (Np patches). */
-static double vit_flops(const struct vit_dims *d, double B, double N, double Np) {
-  const double D = d->dim, Hm = d->mlp_hidden, T = B * N;
-  const double block = 2 * T * (3 * D * D + D * D + 2 * D * Hm) + 2 * 2 * B * N * N * D;
-  return d->depth * block + 2 * B * Np * D * d->in_chans * d->patch * d->patch;
-}
-static double head_flops(const struct head_dims *h, double R) {
-  double f = 2 * R * h->in_dim * h->hidden + 2 * R * h->hidden * h->bottleneck;
-  f += 2 * R * (double)h->hidden * h->hidden * (h->nlayers - 2);
-  return f + 2 * R * h->bottleneck * (double)h->out_dim;
-}
 
 /* ---- GEMM shapes of a step, and their replay through plain cblas_sgemm ---- */
 
@@ -156,13 +145,9 @@ int main(int argc, char **argv) {
   recorder.matmul_f32 = r_matmul;
   const struct ops *ops = gemm ? &recorder : real;
   ops->set_threads(threads);
-  struct dino_model *m = dino_model_create(ops, &s);
-  dino_model_init_weights(m, 40);
-  dino_model_plan(m, B, nl, G, L);
-  struct dino_loss loss;
-  dino_loss_init(&loss, ops, s.head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
-  struct optim o;
-  optim_init(&o, ops, &m->tt);
+  struct bench_step st;
+  bench_step_init(&st, ops, &s, B, nl, G, L);
+  struct dino_model *m = st.m;
 
   const size_t C = (size_t)s.vit.in_chans, ng = 2 * (size_t)B * C * G * G, nlc = (size_t)nl * B * C * L * L;
   float *h = xmalloc((ng > nlc ? ng : nlc) * sizeof(float));
@@ -174,13 +159,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < nlc; i++) h[i] = (float)rng_normal(&r);
   ops->upload(l, h, nlc * sizeof(float));
 
-  const int Ng = 1 + (G / s.vit.patch) * (G / s.vit.patch), Nl = 1 + (L / s.vit.patch) * (L / s.vit.patch);
-  struct head_dims hd = s.head;
-  hd.in_dim = s.vit.dim;
-  const double fwd_s = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + vit_flops(&s.vit, (double)nl * B, Nl, Nl - 1) +
-                       head_flops(&hd, (2.0 + nl) * B);
-  const double fwd_t = vit_flops(&s.vit, 2.0 * B, Ng, Ng - 1) + head_flops(&hd, 2.0 * B);
-  const double flops = 3 * fwd_s + fwd_t; /* backward = 2 x forward */
+  struct bench_step_flops sf;
+  bench_step_count_flops(&s, B, nl, G, L, &sf);
+  const int Ng = sf.Ng, Nl = sf.Nl;
+  const double flops = sf.total;
   printf("ViT D=%d depth=%d heads=%d p=%d C=%zu, head K=%d; B=%d, global %d (%d tokens) x2, local %d "
          "(%d tokens) x%d; %zu parameters, activations %.1f MiB; %.1f GFLOP per step\n",
          s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, B, G, Ng, L, Nl, nl,
@@ -195,13 +177,13 @@ int main(int argc, char **argv) {
     const double t0 = wtime();
     dino_model_forward(m, g, l, B, &dp);
     const double t1 = wtime();
-    const double lv = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
-    dino_loss_update_center(&loss, B, 1, NULL, NULL);
+    const double lv = dino_loss_forward(&st.loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, 0);
+    dino_loss_update_center(&st.loss, B, 1, NULL, NULL);
     const double t2 = wtime();
     dino_model_backward(m, B, NULL, NULL);
     const double t3 = wtime();
-    optim_clip(&o, m->grads, 3.0, NULL);
-    optim_step(&o, m->student, m->grads, 1e-4, 0.04, 0);
+    optim_clip(&st.opt, m->grads, 3.0, NULL);
+    optim_step(&st.opt, m->student, m->grads, 1e-4, 0.04, 0);
     dino_model_ema(m, 0.996);
     const double t4 = wtime();
     ops->profile(&p, 0);
@@ -229,8 +211,6 @@ int main(int argc, char **argv) {
   free(h);
   ops->free(g);
   ops->free(l);
-  optim_free(&o);
-  dino_loss_free(&loss);
-  dino_model_destroy(m);
+  bench_step_free(&st);
   return 0;
 }

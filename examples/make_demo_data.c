@@ -5,10 +5,32 @@
  * Writes OUT/<class>/<class>_NNNNN.tiff: 50 x 50 pixels, 5 channels, uint16, channels-last
  * (one page, samples interleaved), the layout scDINO's tifffile.imread expects of the PBMC set.
  * Channels: 0 brightfield, 1 DNA stain, 2 membrane marker, 3 granule marker, 4 surface marker.
- * Eight classes differ in cell and nucleus shape (round, bean-shaped, lobed, eccentric,
- * elongated), size, chromatin texture, granules and marker levels; every parameter is drawn from
- * overlapping ranges, and the images get random focus blur, background, gain and shot noise, so
- * that the classes are separable but not trivially (kNN on raw pixels is far from perfect).
+ *
+ * The set is made so that the demo shows what DINO training buys.  scDINO scales every channel of
+ * every image to 0..1 (min-max), and DINO's augmentations (random resized crops, flips, per-channel
+ * brightness, blur) teach the network to ignore where the cell is, how large it looks, how it is
+ * turned, how bright each channel is and how sharp the image is.  So the classes here differ only
+ * in things that survive all of that - the shape and place of the nucleus, granules, and where the
+ * surface marker sits on the membrane, all relative to the cell - while those nuisances are drawn
+ * from the same wide ranges for every class.  Raw pixels and a randomly initialised network are
+ * dominated by the nuisances; DINO-trained features are not (input/demo.nml quotes the numbers).
+ *
+ *   class              nucleus (DNA, channel 1)        N:C radius  granules (3)    surface (4)   cell
+ *   B                  round, central                  0.74-0.86   none            cap           round
+ *   T4                 round, central                  0.70-0.82   none            even ring     round
+ *   T8                 round, central                  0.68-0.80   3-6 coarse      even ring     round
+ *   NK                 round, against the membrane     0.56-0.68   22-37 fine      even ring     round
+ *   mono_classical     kidney (a deep notch)           0.58-0.70   none            even ring     round
+ *   mono_nonclassical  kidney                          0.54-0.66   none            5-9 clusters  round
+ *   pDC                round, against the membrane     0.54-0.66   none            cap           oval 1.3-1.6
+ *   granulocyte        3-5 separate small lobes        0.26-0.32   22-37 fine      5-9 clusters  round
+ *
+ * (N:C: nucleus radius / cell radius; granule and cluster sizes scale with the cell; "cap": the
+ * marker on one side of the membrane only; cells are round to 1.2 long unless said otherwise.)
+ * Nuisances, the same for every class: cell radius 12-20 px, centre anywhere that keeps most of
+ * the cell in the frame, any orientation, outline wobble, focus blur sigma 0.3-1.3 px, saturation
+ * of each fluorescence channel at 45-100 % of its peak, per-channel gain and background level
+ * (log-normal, sd 0.5), a background slope, chromatin and cytoplasm texture, shot and read noise.
  * An image depends only on (seed, class, index): the output is the same for any thread count. */
 #include "build_config.h"
 
@@ -59,31 +81,39 @@ static double gauss(struct prng *r) {
 
 /* ---- classes ---- */
 
-enum nucleus_kind { NUC_ROUND, NUC_BEAN, NUC_LOBED, NUC_ECCENTRIC };
+/* What a class is made of.  Every choice here is relative to the cell itself (nucleus shape, the
+ * nucleus-to-cell radius ratio, granule size and count, where the surface marker sits on the
+ * membrane), so it survives scDINO's per-image min-max scaling, crops, flips and brightness
+ * jitter.  Cell size, position, orientation, focus, marker gains and background are drawn from
+ * the same ranges for every class (see render()): the nuisances DINO's augmentations teach the
+ * network to ignore. */
+enum nucleus_kind { NUC_ROUND, NUC_ECCENTRIC, NUC_KIDNEY, NUC_BILOBED, NUC_LOBED };
+enum granule_kind { GRAN_NONE, GRAN_COARSE, GRAN_FINE };
+enum surface_kind { SURF_RING, SURF_CAP, SURF_DOTS };
 
 struct class_def {
   const char *name;
-  double r_lo, r_hi;         /* cell radius, pixels */
-  double aspect_lo, aspect_hi;
-  double wobble;             /* outline irregularity */
-  int nucleus;               /* enum nucleus_kind */
-  double nuc_frac_lo, nuc_frac_hi; /* nucleus radius / cell radius */
-  double chromatin;          /* texture amplitude of the DNA stain */
-  double granules;           /* mean granule count */
-  double membrane, surface, cyto; /* marker levels (channels 2, 4, and 3's diffuse part) */
+  int nucleus;                     /* enum nucleus_kind */
+  double nc_lo, nc_hi;             /* nucleus radius / cell radius */
+  double aspect_lo, aspect_hi;     /* cell elongation */
+  int granules;                    /* enum granule_kind */
+  int surface;                     /* enum surface_kind */
+  double chromatin;                /* texture amplitude of the DNA stain */
 };
 
 static const struct class_def classes[] = {
-    {"B", 8.8, 11.5, 1.0, 1.15, 0.04, NUC_ROUND, 0.70, 0.82, 0.45, 1, 0.35, 0.95, 0.15},
-    {"T4", 8.1, 10.8, 1.0, 1.15, 0.04, NUC_ROUND, 0.66, 0.78, 0.30, 1, 0.90, 0.55, 0.15},
-    {"T8", 8.1, 10.8, 1.0, 1.20, 0.05, NUC_ROUND, 0.64, 0.76, 0.30, 4, 0.90, 0.30, 0.25},
-    {"NK", 10.1, 12.8, 1.0, 1.25, 0.06, NUC_ECCENTRIC, 0.55, 0.68, 0.25, 14, 0.35, 0.30, 0.35},
-    {"mono_classical", 12.8, 16.9, 1.0, 1.20, 0.08, NUC_BEAN, 0.55, 0.68, 0.15, 3, 0.25, 0.85, 0.55},
-    {"mono_nonclassical", 11.5, 15.5, 1.3, 1.8, 0.12, NUC_BEAN, 0.50, 0.64, 0.15, 2, 0.45, 0.55, 0.40},
-    {"pDC", 10.1, 12.8, 1.2, 1.6, 0.05, NUC_ECCENTRIC, 0.52, 0.64, 0.20, 1, 0.20, 0.40, 0.20},
-    {"granulocyte", 11.5, 14.9, 1.0, 1.20, 0.07, NUC_LOBED, 0.30, 0.40, 0.10, 22, 0.30, 0.35, 0.50},
+    {"B", NUC_ROUND, 0.74, 0.86, 1.0, 1.15, GRAN_NONE, SURF_CAP, 0.45},
+    {"T4", NUC_ROUND, 0.70, 0.82, 1.0, 1.15, GRAN_NONE, SURF_RING, 0.30},
+    {"T8", NUC_ROUND, 0.68, 0.80, 1.0, 1.15, GRAN_COARSE, SURF_RING, 0.30},
+    {"NK", NUC_ECCENTRIC, 0.56, 0.68, 1.0, 1.2, GRAN_FINE, SURF_RING, 0.25},
+    {"mono_classical", NUC_KIDNEY, 0.58, 0.70, 1.0, 1.2, GRAN_NONE, SURF_RING, 0.15},
+    {"mono_nonclassical", NUC_KIDNEY, 0.54, 0.66, 1.0, 1.2, GRAN_NONE, SURF_DOTS, 0.15},
+    {"pDC", NUC_ECCENTRIC, 0.54, 0.66, 1.3, 1.6, GRAN_NONE, SURF_CAP, 0.20},
+    {"granulocyte", NUC_LOBED, 0.26, 0.32, 1.0, 1.2, GRAN_FINE, SURF_DOTS, 0.10},
 };
 #define NCLASSES ((int)(sizeof classes / sizeof classes[0]))
+
+#define MAX_SPOTS 40
 
 /* One cell's drawn parameters. */
 struct cell {
@@ -91,9 +121,12 @@ struct cell {
   double harm_a[3], harm_c[3], harm_s[3];
   int nlobes;
   double lx[5], ly[5], lr[5];  /* nucleus as a union of discs (lobes) ... */
-  double bx, by, br;           /* ... minus a disc (the bean's notch; br = 0: none) */
-  double gx[24], gy[24], gr[24], gv[24];
+  double bx, by, br;           /* ... minus a disc (the kidney's notch; br = 0: none) */
+  double gx[MAX_SPOTS], gy[MAX_SPOTS], gr[MAX_SPOTS], gv[MAX_SPOTS];
   int ngran;
+  double dx[MAX_SPOTS], dy[MAX_SPOTS], dr[MAX_SPOTS], dv[MAX_SPOTS]; /* surface clusters */
+  int ndots;
+  double cap_c, cap_s;         /* direction of the surface cap */
 };
 
 /* Cell outline radius in the direction (cp, sp) = (cos phi, sin phi) of the cell frame, with
@@ -124,46 +157,51 @@ static double soft(double d) {
   return 0.5 + d / 1.4;
 }
 
+/* The cell's geometry: nuisances (size, position, orientation, outline wobble) from common ranges,
+ * the class's nucleus, granules and surface pattern relative to the cell radius. */
 static void draw_cell(const struct class_def *k, struct prng *r, struct cell *c) {
-  c->cx = SIDE / 2.0 + 1.5 * gauss(r);
-  c->cy = SIDE / 2.0 + 1.5 * gauss(r);
-  c->r = range(r, k->r_lo, k->r_hi) * (1 + 0.06 * gauss(r));
+  c->r = range(r, 12.0, 20.0);
+  double off = 23.0 - c->r; /* keep most of the cell inside the 50 x 50 frame */
+  if (off < 3) off = 3;
+  c->cx = SIDE / 2.0 + range(r, -off, off);
+  c->cy = SIDE / 2.0 + range(r, -off, off);
   c->aspect = range(r, k->aspect_lo, k->aspect_hi);
-  c->theta = range(r, 0, M_PI);
+  c->theta = range(r, 0, 2 * M_PI);
   for (int i = 0; i < 3; i++) {
-    c->harm_a[i] = k->wobble * gauss(r) / (i + 1);
+    c->harm_a[i] = 0.05 * gauss(r) / (i + 1);
     double ph = range(r, 0, 2 * M_PI);
     c->harm_c[i] = cos(ph);
     c->harm_s[i] = sin(ph);
   }
-  double nr = c->r * range(r, k->nuc_frac_lo, k->nuc_frac_hi);
+  double nr = c->r * range(r, k->nc_lo, k->nc_hi);
   double ang = range(r, 0, 2 * M_PI);
   c->br = c->bx = c->by = 0;
   switch (k->nucleus) {
     case NUC_ROUND:
       c->nlobes = 1;
-      c->lx[0] = 0.08 * c->r * gauss(r);
-      c->ly[0] = 0.08 * c->r * gauss(r);
+      c->lx[0] = 0.05 * c->r * gauss(r);
+      c->ly[0] = 0.05 * c->r * gauss(r);
       c->lr[0] = nr;
       break;
-    case NUC_ECCENTRIC: /* pushed towards the membrane */
+    case NUC_ECCENTRIC: /* pushed against the membrane on one side */
       c->nlobes = 1;
-      c->lx[0] = (c->r - nr) * 0.8 * cos(ang);
-      c->ly[0] = (c->r - nr) * 0.8 * sin(ang);
+      c->lx[0] = (c->r - nr) * 0.95 * cos(ang);
+      c->ly[0] = (c->r - nr) * 0.95 * sin(ang);
       c->lr[0] = nr;
       break;
-    case NUC_BEAN: /* a disc with a notch bitten out */
+    case NUC_KIDNEY: /* a disc with a deep notch bitten out */
       c->nlobes = 1;
       c->lx[0] = 0.1 * c->r * cos(ang);
       c->ly[0] = 0.1 * c->r * sin(ang);
-      c->lr[0] = nr * 1.1;
-      c->bx = c->lx[0] + nr * 1.15 * cos(ang + M_PI);
-      c->by = c->ly[0] + nr * 1.15 * sin(ang + M_PI);
-      c->br = nr * range(r, 0.55, 0.8);
+      c->lr[0] = nr * 1.2;
+      c->bx = c->lx[0] + nr * 0.85 * cos(ang + M_PI);
+      c->by = c->ly[0] + nr * 0.85 * sin(ang + M_PI);
+      c->br = nr * range(r, 0.75, 0.9);
       break;
-    default: { /* lobes on an arc */
-      c->nlobes = 2 + (int)(uni(r) * 4);
-      double arc = range(r, 1.8, 3.2), rad = c->r * range(r, 0.35, 0.5);
+    case NUC_BILOBED:
+    default: { /* 3 to 5 separate lobes on an arc */
+      c->nlobes = k->nucleus == NUC_BILOBED ? 2 : 3 + (int)(uni(r) * 3);
+      double arc = range(r, 2.8, 4.0), rad = c->r * range(r, 0.48, 0.56);
       for (int i = 0; i < c->nlobes; i++) {
         double a = ang + arc * ((double)i / (c->nlobes - 1) - 0.5);
         c->lx[i] = rad * cos(a);
@@ -172,14 +210,57 @@ static void draw_cell(const struct class_def *k, struct prng *r, struct cell *c)
       }
     }
   }
-  c->ngran = (int)(k->granules * range(r, 0.5, 1.5));
-  if (c->ngran > 24) c->ngran = 24;
+  /* Granules: a few coarse ones or many fine ones, anywhere in the cytoplasm. */
+  c->ngran = 0;
+  double g_lo = 0, g_hi = 0;
+  if (k->granules == GRAN_COARSE) {
+    c->ngran = 3 + (int)(uni(r) * 4);
+    g_lo = 0.11, g_hi = 0.15;
+  } else if (k->granules == GRAN_FINE) {
+    c->ngran = 22 + (int)(uni(r) * 16);
+    g_lo = 0.045, g_hi = 0.065;
+  }
   for (int i = 0; i < c->ngran; i++) {
     double a = range(r, 0, 2 * M_PI), d = c->r * sqrt(uni(r)) * 0.85;
     c->gx[i] = d * cos(a);
     c->gy[i] = d * sin(a);
-    c->gr[i] = range(r, 0.5, 1.1);
-    c->gv[i] = range(r, 0.5, 1.0);
+    c->gr[i] = c->r * range(r, g_lo, g_hi);
+    c->gv[i] = range(r, 0.6, 1.0);
+  }
+  /* Surface-marker clusters on the membrane. */
+  c->ndots = 0;
+  if (k->surface == SURF_DOTS) {
+    c->ndots = 5 + (int)(uni(r) * 5);
+    for (int i = 0; i < c->ndots; i++) {
+      double a = range(r, 0, 2 * M_PI), ca = cos(a), sa = sin(a), d = 0.95 * outline(c, ca, sa);
+      c->dx[i] = d * ca;
+      c->dy[i] = d * sa;
+      c->dr[i] = c->r * range(r, 0.08, 0.12);
+      c->dv[i] = range(r, 0.7, 1.0);
+    }
+  }
+  double a = range(r, 0, 2 * M_PI);
+  c->cap_c = cos(a);
+  c->cap_s = sin(a);
+}
+
+/* Add Gaussian spots given in the cell frame (centre x, y; radius; value) into map, each drawn
+ * only in its own neighbourhood. */
+static void spots(const struct cell *c, int n, const double *sx, const double *sy, const double *sr,
+                  const double *sv, float *map) {
+  double ct = cos(c->theta), st = sin(c->theta), sa = sqrt(c->aspect);
+  memset(map, 0, sizeof(float) * NPIX);
+  for (int i = 0; i < n; i++) {
+    /* Back from the cell frame to image coordinates. */
+    double gu = sx[i] * sa, gv = sy[i] / sa;
+    double px = c->cx + gu * ct - gv * st, py = c->cy + gu * st + gv * ct;
+    int h = (int)ceil(3 * sr[i]);
+    int x0 = (int)floor(px) - h, y0 = (int)floor(py) - h;
+    for (int y = y0 < 0 ? 0 : y0; y <= y0 + 2 * h + 1 && y < SIDE; y++)
+      for (int x = x0 < 0 ? 0 : x0; x <= x0 + 2 * h + 1 && x < SIDE; x++) {
+        double ddx = x + 0.5 - px, ddy = y + 0.5 - py;
+        map[y * SIDE + x] += (float)(sv[i] * exp(-0.5 * (ddx * ddx + ddy * ddy) / (sr[i] * sr[i])));
+      }
   }
 }
 
@@ -232,32 +313,17 @@ static void render(int cls, int64_t index, uint64_t seed, uint16_t *out) {
   prng_next(&r);
   struct cell c;
   draw_cell(k, &r, &c);
-  float ch[NCH][NPIX], chrom[NPIX], cyto[NPIX];
+  float ch[NCH][NPIX], chrom[NPIX], cyto[NPIX], granmap[NPIX], dotmap[NPIX];
   value_noise(&r, 12, chrom);
   value_noise(&r, 6, cyto);
-  /* Per-image marker levels: class level times a broad log-normal spread (class overlap). */
-  double mem = k->membrane * exp(0.35 * gauss(&r)), sur = k->surface * exp(0.35 * gauss(&r));
-  double cyt = k->cyto * exp(0.3 * gauss(&r)), dna = exp(0.25 * gauss(&r));
-  double ct = cos(c.theta), st = sin(c.theta);
-  /* Granules: small Gaussian spots, each drawn only in its own neighbourhood. */
-  float granmap[NPIX];
-  memset(granmap, 0, sizeof granmap);
-  for (int i = 0; i < c.ngran; i++) {
-    /* Back from the cell frame to image coordinates. */
-    double gu = c.gx[i] * sqrt(c.aspect), gv = c.gy[i] / sqrt(c.aspect);
-    double px = c.cx + gu * ct - gv * st, py = c.cy + gu * st + gv * ct;
-    int x0 = (int)floor(px - 4), y0 = (int)floor(py - 4);
-    for (int y = y0 < 0 ? 0 : y0; y < y0 + 9 && y < SIDE; y++)
-      for (int x = x0 < 0 ? 0 : x0; x < x0 + 9 && x < SIDE; x++) {
-        double dx = x + 0.5 - px, dy = y + 0.5 - py;
-        granmap[y * SIDE + x] += (float)(c.gv[i] * exp(-0.5 * (dx * dx + dy * dy) / (c.gr[i] * c.gr[i])));
-      }
-  }
+  spots(&c, c.ngran, c.gx, c.gy, c.gr, c.gv, granmap);
+  spots(&c, c.ndots, c.dx, c.dy, c.dr, c.dv, dotmap);
+  double ct = cos(c.theta), st = sin(c.theta), sa = sqrt(c.aspect);
   for (int y = 0; y < SIDE; y++)
     for (int x = 0; x < SIDE; x++) {
       double dx = x + 0.5 - c.cx, dy = y + 0.5 - c.cy;
       /* Cell frame: rotate, then squash the long axis. */
-      double u = (dx * ct + dy * st) / sqrt(c.aspect), v = (-dx * st + dy * ct) * sqrt(c.aspect);
+      double u = (dx * ct + dy * st) / sa, v = (-dx * st + dy * ct) * sa;
       double rho = sqrt(u * u + v * v);
       double edge = (rho > 1e-9 ? outline(&c, u / rho, v / rho) : c.r) - rho;
       double in_cell = soft(edge);
@@ -274,21 +340,39 @@ static void render(int cls, int64_t index, uint64_t seed, uint16_t *out) {
       }
       in_nuc *= in_cell;
       int p = y * SIDE + x;
-      double gran = granmap[p];
       double t = 1 + k->chromatin * chrom[p];
       ch[0][p] = (float)(1.0 - 0.25 * in_cell - 0.12 * in_nuc + 0.35 * ring * (edge < 0 ? 1 : -0.6));
-      ch[1][p] = (float)(dna * in_nuc * (t > 0.1 ? t : 0.1));
-      ch[2][p] = (float)(mem * (0.8 * ring + 0.1 * in_cell));
-      ch[3][p] = (float)(in_cell * (1 - 0.7 * in_nuc) * (0.6 * gran + cyt * (0.7 + 0.3 * cyto[p])));
-      ch[4][p] = (float)(sur * (0.5 * ring + 0.3 * in_cell) * (0.85 + 0.15 * cyto[p]));
+      ch[1][p] = (float)(in_nuc * (t > 0.1 ? t : 0.1));
+      ch[2][p] = (float)(0.8 * ring + 0.1 * in_cell);
+      ch[3][p] = (float)(in_cell * (1 - 0.8 * in_nuc) * (1.2 * granmap[p] + 0.35 * (0.7 + 0.3 * cyto[p])));
+      double surf;
+      if (k->surface == SURF_DOTS) {
+        surf = 0.15 * ring + 0.9 * dotmap[p];
+      } else if (k->surface == SURF_CAP) { /* one side of the membrane only */
+        double w = rho > 1e-9 ? 0.5 + 0.5 * (u * c.cap_c + v * c.cap_s) / rho : 0.5;
+        surf = (0.8 * ring + 0.1 * in_cell) * (0.1 + 0.9 * w * w * w);
+      } else {
+        surf = 0.6 * ring + 0.1 * in_cell;
+      }
+      ch[4][p] = (float)(surf * (0.85 + 0.15 * cyto[p]));
     }
-  /* Optics and camera: focus blur, background, gain, shot and read noise. */
-  double focus = uni(&r) < 0.15 ? range(&r, 1.3, 2.2) : range(&r, 0.5, 1.1);
+  /* Optics and camera, the same for every class: focus blur, background (level and slope), gain
+   * per channel, shot and read noise. */
+  double focus = range(&r, 0.3, 1.3);
   static const double gain[NCH] = {9000, 12000, 9000, 8000, 9000}, bg[NCH] = {300, 180, 160, 200, 170};
   for (int q = 0; q < NCH; q++) {
     blur(ch[q], focus * (q == 0 ? 0.7 : 1.0));
-    double g = gain[q] * exp(0.2 * gauss(&r)), b = bg[q] * range(&r, 0.7, 1.3);
-    double slope_x = 0.02 * gauss(&r), slope_y = 0.02 * gauss(&r);
+    /* Stain and exposure: the brightest part of a channel saturates at a random level (0.45 to 1
+     * of its peak), which changes the channel's intensity histogram but no shape - what DINO's
+     * brightness jitter (with its clamp at 1) teaches the network to look past. */
+    if (q > 0) {
+      float peak = 0;
+      for (int p = 0; p < NPIX; p++) peak = ch[q][p] > peak ? ch[q][p] : peak;
+      float clip = peak * (float)range(&r, 0.45, 1.0);
+      for (int p = 0; p < NPIX; p++) ch[q][p] = ch[q][p] < clip ? ch[q][p] : clip;
+    }
+    double g = gain[q] * exp(0.5 * gauss(&r)), b = bg[q] * exp(0.5 * gauss(&r));
+    double slope_x = 0.04 * gauss(&r), slope_y = 0.04 * gauss(&r);
     for (int p = 0; p < NPIX; p++) {
       double sig = g * ch[q][p];
       if (sig < 0) sig = 0;

@@ -10,47 +10,8 @@
 #include "attention.h"
 #include "check.h"
 #include "fsutil.h"
+#include "h5util.h"
 #include "shards.h"
-
-static void dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
-                 const void *data) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(rank, dims, NULL));
-  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-  CHECK_H5(H5Dclose(d));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static hid_t str_type(void) {
-  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
-  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-  return t;
-}
-
-static void dset_str(hid_t loc, const char *name, const char *const *s, hsize_t n) {
-  hid_t t = str_type();
-  dset(loc, name, t, t, 1, &n, s);
-  CHECK_H5(H5Tclose(t));
-}
-
-static void attr(hid_t loc, const char *name, hid_t ftype, hid_t mtype, hsize_t n, const void *v) {
-  hid_t sp = (hid_t)(n ? CHECK_H5(H5Screate_simple(1, &n, NULL)) : CHECK_H5(H5Screate(H5S_SCALAR)));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, mtype, v));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static void attr_str(hid_t loc, const char *name, const char *v) {
-  hid_t t = str_type();
-  attr(loc, name, t, t, 0, &v);
-  CHECK_H5(H5Tclose(t));
-}
-
-static void attr_i64(hid_t loc, const char *name, int64_t v) {
-  attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, &v);
-}
 
 void attention_write_h5(const char *path, struct dataset *ds, const struct features_net *net, int64_t epoch,
                         uint64_t seed, const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes) {
@@ -58,27 +19,28 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
   char tmp[4200];
   fs_atomic_begin(path, tmp, sizeof tmp);
   hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  attr_str(f, "format", ATTENTION_FORMAT);
-  attr_i64(f, "version", ATTENTION_VERSION);
-  attr_str(f, "checkpoint", net->source);
-  attr_str(f, "checkpoint_key", net->key);
-  attr_i64(f, "epoch", epoch);
-  attr_i64(f, "patch_size", net->vit.d.patch);
-  attr_i64(f, "heads", heads);
-  attr_i64(f, "seed", (int64_t)seed);
+  h5util_write_attr_str(f, "format", ATTENTION_FORMAT);
+  h5util_write_attr_i64(f, "version", ATTENTION_VERSION);
+  h5util_write_attr_str(f, "checkpoint", net->source);
+  h5util_write_attr_str(f, "checkpoint_key", net->key);
+  h5util_write_attr_i64(f, "epoch", epoch);
+  h5util_write_attr_i64(f, "patch_size", net->vit.d.patch);
+  h5util_write_attr_i64(f, "heads", heads);
+  h5util_write_attr_i64(f, "seed", (int64_t)seed);
   int64_t sizes[2];
   for (int s = 0; s < nsizes; s++) sizes[s] = sz[s].size;
-  attr(f, "sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)nsizes, sizes);
-  attr_str(f, "maps", "CLS-query attention of the last block over the patches, per head, renormalised to sum 1; "
-                      "raw softmax = maps * (1 - cls_attention)");
+  h5util_write_attr(f, "sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)nsizes, sizes);
+  h5util_write_attr_str(f, "maps",
+                        "CLS-query attention of the last block over the patches, per head, renormalised to sum 1; "
+                        "raw softmax = maps * (1 - cls_attention)");
 
   const char **cn = xcalloc((size_t)ncls, sizeof *cn);
   for (int c = 0; c < ncls; c++) cn[c] = dataset_class_name(ds, c);
-  dset_str(f, "class_names", cn, (hsize_t)ncls);
+  h5util_write_strings(f, "class_names", cn, (hsize_t)ncls);
   free(cn);
   const char **chn = xcalloc((size_t)C, sizeof *chn);
   for (int c = 0; c < C; c++) chn[c] = dataset_channel_name(ds, sz[0].prep.sel[c]);
-  dset_str(f, "channel_names", chn, (hsize_t)C);
+  h5util_write_strings(f, "channel_names", chn, (hsize_t)C);
   free(chn);
 
   int32_t *labels = xmalloc(MUL_SIZE((size_t)n, sizeof *labels));
@@ -90,9 +52,9 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     paths[i] = xstrdup(rel);
   }
   const hsize_t hn = (hsize_t)n;
-  dset(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &hn, labels);
-  dset(f, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &hn, idx);
-  dset_str(f, "paths", (const char *const *)paths, hn);
+  h5util_write_dset(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &hn, labels);
+  h5util_write_dset(f, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &hn, idx);
+  h5util_write_strings(f, "paths", (const char *const *)paths, hn);
   for (int64_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
   free(labels);
@@ -102,17 +64,17 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     char name[64];
     snprintf(name, sizeof name, "size_%d", z->size);
     hid_t g = (hid_t)CHECK_H5(H5Gcreate2(f, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    attr_i64(g, "size", z->size);
-    attr_i64(g, "height", z->h);
-    attr_i64(g, "width", z->w);
-    attr_i64(g, "grid_h", z->gh);
-    attr_i64(g, "grid_w", z->gw);
+    h5util_write_attr_i64(g, "size", z->size);
+    h5util_write_attr_i64(g, "height", z->h);
+    h5util_write_attr_i64(g, "width", z->w);
+    h5util_write_attr_i64(g, "grid_h", z->gh);
+    h5util_write_attr_i64(g, "grid_w", z->gw);
     const hsize_t dm[4] = {hn, (hsize_t)heads, (hsize_t)z->gh, (hsize_t)z->gw};
     const hsize_t dc[2] = {hn, (hsize_t)heads};
     const hsize_t di[4] = {hn, (hsize_t)C, (hsize_t)z->h, (hsize_t)z->w};
-    dset(g, "maps", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dm, z->maps);
-    dset(g, "cls_attention", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dc, z->cls);
-    dset(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
+    h5util_write_dset(g, "maps", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dm, z->maps);
+    h5util_write_dset(g, "cls_attention", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dc, z->cls);
+    h5util_write_dset(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
     CHECK_H5(H5Gclose(g));
   }
   CHECK_H5(H5Fclose(f));

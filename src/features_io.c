@@ -14,49 +14,9 @@
 #include "check.h"
 #include "features_io.h"
 #include "fsutil.h"
+#include "h5util.h"
 
 /* ---- Writing -------------------------------------------------------------------------------- */
-
-static hid_t vlen_string_type(void) {
-  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
-  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-  return t;
-}
-
-static void write_dset(hid_t fid, const char *name, hid_t filetype, hid_t memtype, int rank,
-                       const hsize_t *dims, const void *data) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(rank, dims, NULL));
-  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(fid, name, filetype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Dwrite(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-  CHECK_H5(H5Dclose(d));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static void write_strings(hid_t fid, const char *name, char *const *s, int64_t n) {
-  hid_t t = vlen_string_type();
-  hsize_t dims[1] = {(hsize_t)n};
-  write_dset(fid, name, t, t, 1, dims, s);
-  CHECK_H5(H5Tclose(t));
-}
-
-static void write_attr_string(hid_t obj, const char *name, const char *value) {
-  hid_t t = vlen_string_type();
-  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, t, &value));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-  CHECK_H5(H5Tclose(t));
-}
-
-static void write_attr_i64(hid_t obj, const char *name, int64_t value) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, H5T_NATIVE_INT64, &value));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-}
 
 void features_write(const char *path, const struct features *f) {
   SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
@@ -65,16 +25,16 @@ void features_write(const char *path, const struct features *f) {
   hid_t fid = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
   hsize_t d1[1] = {(hsize_t)f->n};
-  write_dset(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
-  write_dset(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
-  write_dset(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
-  write_strings(fid, "paths", f->paths, f->n);
-  write_strings(fid, "class_names", f->class_names, f->nclasses);
-  write_attr_string(fid, "format", FEATURES_FORMAT);
-  write_attr_i64(fid, "version", FEATURES_VERSION);
-  write_attr_string(fid, "checkpoint", f->checkpoint);
-  write_attr_string(fid, "checkpoint_key", f->checkpoint_key);
-  write_attr_i64(fid, "epoch", f->epoch);
+  h5util_write_dset(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
+  h5util_write_dset(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
+  h5util_write_dset(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
+  h5util_write_strings(fid, "paths", (const char *const *)f->paths, (hsize_t)f->n);
+  h5util_write_strings(fid, "class_names", (const char *const *)f->class_names, (hsize_t)f->nclasses);
+  h5util_write_attr_str(fid, "format", FEATURES_FORMAT);
+  h5util_write_attr_i64(fid, "version", FEATURES_VERSION);
+  h5util_write_attr_str(fid, "checkpoint", f->checkpoint);
+  h5util_write_attr_str(fid, "checkpoint_key", f->checkpoint_key);
+  h5util_write_attr_i64(fid, "epoch", f->epoch);
   CHECK_H5(H5Fclose(fid));
   fs_atomic_commit(tmp, path);
 }

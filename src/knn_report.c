@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "fsutil.h"
+#include "h5util.h"
 #include "knn.h"
 
 int64_t knn_report_pick_k(const struct knn_report *rep, int64_t want) {
@@ -159,84 +160,47 @@ void knn_report_text(const struct knn_report *rep, FILE *f, int full) {
 
 /* ---- knn.h5 ---------------------------------------------------------------------------------- */
 
-static void h5_dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
-                    const void *data) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(rank, dims, NULL));
-  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-  CHECK_H5(H5Dclose(d));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static hid_t h5_str_type(void) {
-  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
-  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-  return t;
-}
-
-static void h5_attr(hid_t loc, const char *name, hid_t ftype, hid_t mtype, const void *v) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, mtype, v));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static void attr_str(hid_t loc, const char *name, const char *v) {
-  hid_t t = h5_str_type();
-  h5_attr(loc, name, t, t, &v);
-  CHECK_H5(H5Tclose(t));
-}
-static void attr_i64(hid_t loc, const char *name, int64_t v) {
-  h5_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
-}
-static void attr_f64(hid_t loc, const char *name, double v) {
-  h5_attr(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
-}
-
 static void write_h5(const struct knn_report *rep, const char *path) {
   const struct knn_result *r0 = &rep->sets[0].res;
   const hsize_t K = (hsize_t)r0->nk, C = (hsize_t)rep->nclasses;
   hid_t fid = (hid_t)CHECK_H5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  attr_str(fid, "format", "scdino-knn");
-  attr_i64(fid, "version", 1);
-  attr_str(fid, "features_file", rep->features_file);
-  attr_str(fid, "checkpoint", rep->checkpoint);
-  attr_str(fid, "checkpoint_key", rep->checkpoint_key);
-  attr_i64(fid, "epoch", rep->epoch);
-  attr_f64(fid, "temperature", r0->temperature);
-  attr_i64(fid, "seed", rep->seed);
-  attr_f64(fid, "train_fraction", rep->train_fraction);
-  attr_i64(fid, "n_rows", rep->n_rows);
-  attr_i64(fid, "n_train", r0->n_train);
-  attr_i64(fid, "n_test", *r0->n_test);
-  attr_i64(fid, "table_k", rep->table_k);
-  attr_str(fid, "units", "top1, top2, balanced_accuracy, macro_f1 in percent; precision, recall, f1 in [0, 1]; "
-                         "confusion[k][true][predicted]");
-  h5_dset(fid, "k", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &K, r0->k);
-  h5_dset(fid, "k_used", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &K, r0->k_used);
-  h5_dset(fid, "train_support", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &C, r0->train_support);
-  h5_dset(fid, "test_support", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &C, r0->test_support);
-  hid_t st = h5_str_type();
-  h5_dset(fid, "class_names", st, st, 1, &C, rep->class_names);
-  CHECK_H5(H5Tclose(st));
+  h5util_write_attr_str(fid, "format", "scdino-knn");
+  h5util_write_attr_i64(fid, "version", 1);
+  h5util_write_attr_str(fid, "features_file", rep->features_file);
+  h5util_write_attr_str(fid, "checkpoint", rep->checkpoint);
+  h5util_write_attr_str(fid, "checkpoint_key", rep->checkpoint_key);
+  h5util_write_attr_i64(fid, "epoch", rep->epoch);
+  h5util_write_attr_f64(fid, "temperature", r0->temperature);
+  h5util_write_attr_i64(fid, "seed", rep->seed);
+  h5util_write_attr_f64(fid, "train_fraction", rep->train_fraction);
+  h5util_write_attr_i64(fid, "n_rows", rep->n_rows);
+  h5util_write_attr_i64(fid, "n_train", r0->n_train);
+  h5util_write_attr_i64(fid, "n_test", *r0->n_test);
+  h5util_write_attr_i64(fid, "table_k", rep->table_k);
+  h5util_write_attr_str(fid, "units",
+                        "top1, top2, balanced_accuracy, macro_f1 in percent; precision, recall, f1 in [0, 1]; "
+                        "confusion[k][true][predicted]");
+  h5util_write_dset(fid, "k", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &K, r0->k);
+  h5util_write_dset(fid, "k_used", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &K, r0->k_used);
+  h5util_write_dset(fid, "train_support", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &C, r0->train_support);
+  h5util_write_dset(fid, "test_support", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &C, r0->test_support);
+  h5util_write_strings(fid, "class_names", (const char *const *)rep->class_names, C);
   for (int s = 0; s < rep->nsets; s++) {
     const struct knn_set *set = &rep->sets[s];
     const struct knn_result *r = &set->res;
     hid_t g = (hid_t)CHECK_H5(H5Gcreate2(fid, set->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    attr_str(g, "label", set->label);
-    attr_i64(g, "dim", set->dim);
-    attr_f64(g, "seconds", set->seconds);
+    h5util_write_attr_str(g, "label", set->label);
+    h5util_write_attr_i64(g, "dim", set->dim);
+    h5util_write_attr_f64(g, "seconds", set->seconds);
     const hsize_t kc[2] = {K, C}, kcc[3] = {K, C, C};
-    h5_dset(g, "top1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->top1);
-    h5_dset(g, "top2", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->top2);
-    h5_dset(g, "balanced_accuracy", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->balanced_accuracy);
-    h5_dset(g, "macro_f1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->macro_f1);
-    h5_dset(g, "precision", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->precision);
-    h5_dset(g, "recall", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->recall);
-    h5_dset(g, "f1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->f1);
-    h5_dset(g, "confusion", H5T_STD_I64LE, H5T_NATIVE_INT64, 3, kcc, r->confusion);
+    h5util_write_dset(g, "top1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->top1);
+    h5util_write_dset(g, "top2", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->top2);
+    h5util_write_dset(g, "balanced_accuracy", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->balanced_accuracy);
+    h5util_write_dset(g, "macro_f1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &K, r->macro_f1);
+    h5util_write_dset(g, "precision", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->precision);
+    h5util_write_dset(g, "recall", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->recall);
+    h5util_write_dset(g, "f1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kc, r->f1);
+    h5util_write_dset(g, "confusion", H5T_STD_I64LE, H5T_NATIVE_INT64, 3, kcc, r->confusion);
     CHECK_H5(H5Gclose(g));
   }
   CHECK_H5(H5Fclose(fid));

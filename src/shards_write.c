@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "fsutil.h"
+#include "h5util.h"
 #include "shards.h"
 
 /* Images are written in blocks of this many (one H5Dwrite each); labels, indices and paths are
@@ -42,40 +43,8 @@ static hid_t mem_type(int dtype) { return dtype == DATASET_F32 ? H5T_NATIVE_FLOA
 
 /* ---- small attribute and dataset helpers (the caller holds the HDF5 lock) ---- */
 
-static hid_t vlen_str_type(void) {
-  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
-  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-  return t;
-}
-
-static void attr_str(hid_t obj, const char *name, const char *value) {
-  /* Variable-length, so h5py hands it back as str. */
-  hid_t t = vlen_str_type();
-  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, t, &value));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-  CHECK_H5(H5Tclose(t));
-}
-
-static void attr_num(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate(H5S_SCALAR));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, mtype, v));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-}
-
-static void attr_i64(hid_t obj, const char *name, int64_t v) {
-  attr_num(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
-}
 static void attr_i32(hid_t obj, const char *name, int32_t v) {
-  attr_num(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &v);
-}
-static void attr_f64(hid_t obj, const char *name, double v) {
-  attr_num(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+  h5util_write_attr(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 0, &v);
 }
 
 /* Dataset creation properties without modification times, so the same input gives byte-identical
@@ -98,7 +67,7 @@ static void dset_1d(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int64
 }
 
 static void dset_strs(hid_t loc, const char *name, int64_t n, const char *const *strs) {
-  hid_t t = vlen_str_type();
+  hid_t t = h5util_str_type();
   dset_1d(loc, name, t, t, n, strs);
   CHECK_H5(H5Tclose(t));
 }
@@ -207,7 +176,7 @@ void shard_writer_finish(struct shard_writer *w) {
   dset_1d(w->file, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, w->n, w->labels);
   dset_1d(w->file, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, w->n, w->index);
   dset_strs(w->file, "paths", w->n, (const char *const *)w->paths);
-  attr_str(w->file, "format", SHARDS_FORMAT);
+  h5util_write_attr_str(w->file, "format", SHARDS_FORMAT);
   attr_i32(w->file, "version", SHARDS_VERSION);
   CHECK_H5(H5Dclose(w->images));
   CHECK_H5(H5Fclose(w->file));
@@ -259,24 +228,24 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   fs_atomic_begin(path, tmp, sizeof tmp);
   shards_h5_lock();
   hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  attr_str(f, "format", SHARDS_FORMAT);
+  h5util_write_attr_str(f, "format", SHARDS_FORMAT);
   attr_i32(f, "version", SHARDS_VERSION);
   attr_i32(f, "channels", m->channels);
   attr_i32(f, "height", m->height);
   attr_i32(f, "width", m->width);
-  attr_str(f, "dtype", dataset_dtype_name(m->dtype));
-  attr_i64(f, "count", m->count);
-  attr_i64(f, "source_count", m->source_count);
-  attr_i64(f, "stats_images", m->stats_images);
-  attr_str(f, "tiff_dir", m->tiff_dir ? m->tiff_dir : "");
+  h5util_write_attr_str(f, "dtype", dataset_dtype_name(m->dtype));
+  h5util_write_attr_i64(f, "count", m->count);
+  h5util_write_attr_i64(f, "source_count", m->source_count);
+  h5util_write_attr_i64(f, "stats_images", m->stats_images);
+  h5util_write_attr_str(f, "tiff_dir", m->tiff_dir ? m->tiff_dir : "");
   attr_i32(f, "center_crop", m->center_crop);
-  attr_f64(f, "stats_fraction", m->stats_fraction);
-  attr_i64(f, "stats_seed", m->stats_seed);
-  attr_str(f, "source_dtype", m->source_dtype ? m->source_dtype : "");
+  h5util_write_attr_f64(f, "stats_fraction", m->stats_fraction);
+  h5util_write_attr_i64(f, "stats_seed", m->stats_seed);
+  h5util_write_attr_str(f, "source_dtype", m->source_dtype ? m->source_dtype : "");
   char hash[32];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->file_list_hash);
-  attr_str(f, "file_list_hash", hash);
-  attr_str(f, "creator", PACKAGE_STRING);
+  h5util_write_attr_str(f, "file_list_hash", hash);
+  h5util_write_attr_str(f, "creator", PACKAGE_STRING);
 
   dset_strs(f, "class_names", m->nclasses, m->class_names);
   dset_strs(f, "channel_names", m->channels, m->channel_names);

@@ -10,11 +10,20 @@
 #include "knn_fixture.h"
 #include "rng.h"
 #include "shards.h"
+#include "shardset.h"
 
 uint16_t fx_images[FX_NIMG][FX_C][FX_H][FX_W];
 int32_t fx_labels[FX_NIMG];
 const double fx_mean[FX_C] = {0.3, 0.5, 0.2}, fx_std[FX_C] = {0.2, 0.25, 0.1};
 static const char *const class_names[FX_NCLS] = {"alpha", "beta", "gamma"};
+
+/* Image i of fx_images, with its class's directory as the relative path. */
+static int32_t fx_image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
+  (void)ctx;
+  memcpy(img, fx_images[i], sizeof fx_images[i]);
+  snprintf(rel, reln, "%s/img%03d.tif", class_names[fx_labels[i]], (int)i);
+  return fx_labels[i];
+}
 
 void fx_make_shards(const char *shard_dir) {
   struct rng r;
@@ -34,39 +43,13 @@ void fx_make_shards(const char *shard_dir) {
   for (int y = 0; y < FX_H; y++)
     for (int x = 0; x < FX_W; x++) fx_images[17][1][y][x] = 777;
   fs_mkdir_p(shard_dir);
-  char path[4400];
-  snprintf(path, sizeof path, "%s/shard-00000.h5", shard_dir);
-  struct shard_writer *w = shard_writer_create(path, FX_C, FX_H, FX_W, DATASET_U16, FX_NIMG);
-  for (int i = 0; i < FX_NIMG; i++) {
-    char rel[64];
-    snprintf(rel, sizeof rel, "%s/img%03d.tif", class_names[fx_labels[i]], i);
-    shard_writer_add(w, fx_images[i], fx_labels[i], i, rel);
-  }
-  shard_writer_close(w);
-  const char *chn[FX_C] = {"DAPI", "BF", "PE"}, *files[1] = {"shard-00000.h5"};
-  const int64_t counts[1] = {FX_NIMG};
-  struct manifest_info m;
-  memset(&m, 0, sizeof m);
-  m.channels = FX_C;
-  m.height = FX_H;
-  m.width = FX_W;
-  m.dtype = DATASET_U16;
-  m.count = m.source_count = FX_NIMG;
-  m.nclasses = FX_NCLS;
-  m.class_names = (const char *const *)class_names;
-  m.channel_names = chn;
-  m.nshards = 1;
-  m.shard_files = files;
-  m.shard_counts = counts;
-  m.labels = fx_labels;
-  m.mean = fx_mean;
-  m.std = fx_std;
-  m.stats_images = 18;
-  m.tiff_dir = "/nonexistent/tiffs";
-  m.stats_fraction = 0.2;
-  m.stats_seed = 42;
-  m.source_dtype = "uint16";
-  manifest_write(shard_dir, &m);
+  static const char *const chn[FX_C] = {"DAPI", "BF", "PE"};
+  const struct shardset s = {.channels = FX_C, .height = FX_H, .width = FX_W, .dtype = DATASET_U16,
+                             .count = FX_NIMG, .per_shard = FX_NIMG, .nclasses = FX_NCLS,
+                             .class_names = class_names, .channel_names = chn, .mean = fx_mean,
+                             .std = fx_std, .stats_images = 18, .tiff_dir = "/nonexistent/tiffs",
+                             .image = fx_image, .ctx = NULL};
+  shardset_write(shard_dir, &s);
 }
 
 void fx_make_features(struct features *f, int n) {

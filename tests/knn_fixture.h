@@ -13,7 +13,7 @@ extern uint16_t fx_images[FX_NIMG][FX_C][FX_H][FX_W];
 extern int32_t fx_labels[FX_NIMG];
 extern const double fx_mean[FX_C], fx_std[FX_C];
 
-/* Write shard_dir/shard-00000.h5 and shard_dir/manifest.h5 with the shard_writer API.  Class c
+/* Write shard_dir/shard-00000.h5 and shard_dir/manifest.h5 (tests/shardset.c).  Class c
  * has a bright 4x4 square in channel 0 at a class-specific place, channel 1 a ramp, noise
  * everywhere; image 17 has a constant non-zero channel 1. */
 void fx_make_shards(const char *shard_dir);

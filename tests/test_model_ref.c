@@ -15,6 +15,7 @@
 
 #include "dino_loss.h"
 #include "dino_model.h"
+#include "dino_ref.h"
 #include "ops.h"
 #include "optim.h"
 #include "testutil.h"
@@ -214,37 +215,21 @@ int main(int argc, char **argv) {
   t_init(argc, argv);
   ref = t_datafile("dino_tiny.h5");
   ops = backend_cpu();
-  const int B = (int)t_h5_attr(ref, "batch"), ncrops = (int)t_h5_attr(ref, "ncrops");
-  const int nl = (int)t_h5_attr(ref, "n_local"), G = (int)t_h5_attr(ref, "global_size");
-  const int L = (int)t_h5_attr(ref, "local_size"), K = (int)t_h5_attr(ref, "out_dim");
+  struct dino_ref rf;
+  dino_ref_read(ref, &rf);
+  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, G = rf.G, L = rf.L, K = rf.K;
   T_CHECK(ncrops == 2 + nl, "ncrops %d vs n_local %d", ncrops, nl);
 
-  struct dino_spec spec = {0};
-  spec.vit.patch = (int)t_h5_attr(ref, "patch");
-  spec.vit.in_chans = (int)t_h5_attr(ref, "chans");
-  spec.vit.dim = (int)t_h5_attr(ref, "embed");
-  spec.vit.depth = (int)t_h5_attr(ref, "depth");
-  spec.vit.heads = (int)t_h5_attr(ref, "heads");
-  spec.vit.mlp_hidden = spec.vit.dim * (int)t_h5_attr(ref, "mlp_ratio");
-  spec.vit.pos_grid = G / spec.vit.patch; /* pos_embed was built for the global size */
-  spec.vit.drop_path_rate = 0;
-  spec.head.hidden = (int)t_h5_attr(ref, "hidden");
-  spec.head.bottleneck = (int)t_h5_attr(ref, "bottleneck");
-  spec.head.out_dim = K;
-  spec.head.nlayers = (int)t_h5_attr(ref, "nlayers");
-  spec.head.norm_last_layer = 1; /* README: norm_last_layer=True */
-  const double lr = t_h5_attr(ref, "lr"), wd = t_h5_attr(ref, "wd"), clip = t_h5_attr(ref, "clip");
-  const double mom = t_h5_attr(ref, "momentum");
-  const int epoch = (int)t_h5_attr(ref, "epoch"), freeze = (int)t_h5_attr(ref, "freeze_last_layer");
+  const struct dino_spec spec = rf.spec;
+  const double lr = rf.lr, wd = rf.wd, clip = rf.clip, mom = rf.momentum;
+  const int epoch = rf.epoch, freeze = rf.freeze_last_layer;
 
   struct dino_model *m = dino_model_create(ops, &spec);
   load_params(&m->tt, "/init/student", m->student);
   dino_model_copy_student_to_teacher(m);
   dino_model_plan(m, B, nl, G, L);
   struct dino_loss loss;
-  dino_loss_init(&loss, ops, K, ncrops, t_h5_attr(ref, "teacher_temp"),
-                 t_h5_attr(ref, "teacher_temp"), 0, 1, t_h5_attr(ref, "student_temp"),
-                 t_h5_attr(ref, "center_momentum"));
+  dino_ref_loss_init(ref, &rf, &loss, ops);
   struct optim opt;
   optim_init(&opt, ops, &m->tt);
 

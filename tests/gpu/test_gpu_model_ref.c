@@ -26,6 +26,7 @@
 #include "gpu_util.h"
 #include "ops.h"
 #include "optim.h"
+#include "../dino_ref.h"
 #include "../testutil.h"
 
 #define TOL_KBIAS 1e-4 /* absolute per step on the key part of qkv.bias (lr 1e-3 steps) */
@@ -168,33 +169,19 @@ static void run(const char *precision, const char *attention) {
   tol_fwd = bf ? 5e-2 : 2e-5;
   tol_grad = bf ? 2.5e-1 : 2e-4;
   tol_w = 2e-5; /* fp32; bf16 weights: cmp_weights_bf16 */
-  const int B = (int)t_h5_attr(ref, "batch"), ncrops = (int)t_h5_attr(ref, "ncrops");
-  const int nl = (int)t_h5_attr(ref, "n_local"), G = (int)t_h5_attr(ref, "global_size");
-  const int L = (int)t_h5_attr(ref, "local_size"), K = (int)t_h5_attr(ref, "out_dim");
-  struct dino_spec spec = {0};
-  spec.vit.patch = (int)t_h5_attr(ref, "patch");
-  spec.vit.in_chans = (int)t_h5_attr(ref, "chans");
-  spec.vit.dim = (int)t_h5_attr(ref, "embed");
-  spec.vit.depth = (int)t_h5_attr(ref, "depth");
-  spec.vit.heads = (int)t_h5_attr(ref, "heads");
-  spec.vit.mlp_hidden = spec.vit.dim * (int)t_h5_attr(ref, "mlp_ratio");
-  spec.vit.pos_grid = G / spec.vit.patch;
-  spec.head.hidden = (int)t_h5_attr(ref, "hidden");
-  spec.head.bottleneck = (int)t_h5_attr(ref, "bottleneck");
-  spec.head.out_dim = K;
-  spec.head.nlayers = (int)t_h5_attr(ref, "nlayers");
-  spec.head.norm_last_layer = 1;
-  const double lr = lr_ref = t_h5_attr(ref, "lr"), wd = t_h5_attr(ref, "wd"), clip = t_h5_attr(ref, "clip");
-  const double mom = t_h5_attr(ref, "momentum");
-  const int epoch = (int)t_h5_attr(ref, "epoch"), freeze = (int)t_h5_attr(ref, "freeze_last_layer");
+  struct dino_ref rf;
+  dino_ref_read(ref, &rf);
+  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, G = rf.G, L = rf.L, K = rf.K;
+  const struct dino_spec spec = rf.spec;
+  const double lr = lr_ref = rf.lr, wd = rf.wd, clip = rf.clip, mom = rf.momentum;
+  const int epoch = rf.epoch, freeze = rf.freeze_last_layer;
 
   struct dino_model *m = dino_model_create(ops, &spec);
   load_params(&m->tt, "/init/student", m->student);
   dino_model_copy_student_to_teacher(m);
   dino_model_plan(m, B, nl, G, L);
   struct dino_loss loss;
-  dino_loss_init(&loss, ops, K, ncrops, t_h5_attr(ref, "teacher_temp"), t_h5_attr(ref, "teacher_temp"),
-                 0, 1, t_h5_attr(ref, "student_temp"), t_h5_attr(ref, "center_momentum"));
+  dino_ref_loss_init(ref, &rf, &loss, ops);
   struct optim opt;
   optim_init(&opt, ops, &m->tt);
 

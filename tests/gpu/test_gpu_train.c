@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../bench/bench_step.h"
 #include "../../cuda/augment_gpu.h"
 #include "dino_loss.h"
 #include "dino_model.h"
@@ -26,13 +27,6 @@
 #include "rng.h"
 #include "../testutil.h"
 
-struct trainer1 {
-  const struct ops *ops;
-  struct dino_model *m;
-  struct dino_loss loss;
-  struct optim opt;
-};
-
 static struct dino_spec small_spec(void) {
   struct dino_spec s = {0};
   s.vit = (struct vit_dims){8, 3, 64, 2, 2, 256, 4, 0.1};
@@ -41,24 +35,14 @@ static struct dino_spec small_spec(void) {
   return s;
 }
 
-static void tr_init(struct trainer1 *t, const struct ops *ops, int B, int nl, int G, int L) {
-  struct dino_spec s = small_spec();
-  t->ops = ops;
-  t->m = dino_model_create(ops, &s);
-  dino_model_init_weights(t->m, 40);
-  dino_model_plan(t->m, B, nl, G, L);
-  dino_loss_init(&t->loss, ops, s.head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
-  optim_init(&t->opt, ops, &t->m->tt);
-}
-
-static void tr_free(struct trainer1 *t) {
-  optim_free(&t->opt);
-  dino_loss_free(&t->loss);
-  dino_model_destroy(t->m);
+/* The benchmarks' step set-up (bench/bench_step.c) on the small model. */
+static void tr_init(struct bench_step *t, const struct ops *ops, int B, int nl, int G, int L) {
+  const struct dino_spec s = small_spec();
+  bench_step_init(t, ops, &s, B, nl, G, L);
 }
 
 /* forward + loss + centre; returns the loss */
-static double tr_forward(struct trainer1 *t, const float *gl, const float *lc, int B, uint64_t step,
+static double tr_forward(struct bench_step *t, const float *gl, const float *lc, int B, uint64_t step,
                          const int64_t *ids) {
   struct dino_droppath dp = {40, step, ids};
   dino_model_forward(t->m, gl, lc, B, &dp);
@@ -67,7 +51,7 @@ static double tr_forward(struct trainer1 *t, const float *gl, const float *lc, i
   return l;
 }
 
-static void tr_update(struct trainer1 *t, int frozen) {
+static void tr_update(struct bench_step *t, int frozen) {
   optim_update(&t->opt, t->m->student, t->m->grads, 3.0, NULL, 1e-3, 0.04, frozen, t->m->teacher, 0.996);
 }
 
@@ -89,7 +73,7 @@ static void cmp_buf(const char *what, const struct ops *a, const void *da, const
 static void part1(const struct ops *gpu) {
   const struct ops *cpu = backend_cpu();
   const int B = 4, nl = 4, G = 32, L = 16, C = 3;
-  struct trainer1 tg, tc;
+  struct bench_step tg, tc;
   tr_init(&tg, gpu, B, nl, G, L);
   tr_init(&tc, cpu, B, nl, G, L);
   const size_t tsz = tg.m->tt.size, K = (size_t)tg.loss.K;
@@ -126,8 +110,8 @@ static void part1(const struct ops *gpu) {
     free(hg);
     free(hl);
   }
-  tr_free(&tg);
-  tr_free(&tc);
+  bench_step_free(&tg);
+  bench_step_free(&tc);
 }
 
 /* Synthetic 3-class images: a bright blob whose place depends on the class and channel, on noise. */
@@ -155,30 +139,11 @@ static void part2(void) {
   const struct ops *g32 = gpu_or_skip("fp32"), *g16 = gpu_or_skip("bf16");
   const int B = 8, nl = 4, G = 32, L = 16, C = 3, H = 48, W = 56, nimg = 24, steps = 20;
   struct augment a;
-  memset(&a, 0, sizeof a);
-  a.C_all = C;
-  a.H = H;
-  a.W = W;
-  a.dtype = IMGOPS_U16;
-  a.nsel = C;
-  for (int c = 0; c < C; c++) {
-    a.sel[c] = c;
-    a.mean[c] = 0.2f;
-    a.std[c] = 0.25f;
-  }
-  a.global_size = G;
-  a.local_size = L;
-  a.n_local = nl;
-  a.global_scale[0] = 0.14;
-  a.global_scale[1] = 1.0;
-  a.local_scale[0] = 0.05;
-  a.local_scale[1] = 0.14;
-  a.random = 1;
-  a.seed = 40;
+  bench_step_augment(&a, C, H, W, G, L, nl, 0.25f);
   int64_t labels[24];
   uint16_t *img = make_images(nimg, C, H, W, labels);
   struct augment_gpu *ag = augment_gpu_create(&a, B);
-  struct trainer1 t32, t16;
+  struct bench_step t32, t16;
   tr_init(&t32, g32, B, nl, G, L);
   tr_init(&t16, g16, B, nl, G, L);
   const size_t imgsz = (size_t)C * H * W;
@@ -205,8 +170,8 @@ static void part2(void) {
     free(raw);
   }
   printf("20 bf16 steps: largest relative loss difference to fp32 %.3f%%\n", 100 * worst);
-  tr_free(&t32);
-  tr_free(&t16);
+  bench_step_free(&t32);
+  bench_step_free(&t16);
   augment_gpu_destroy(ag);
   free(img);
 }
