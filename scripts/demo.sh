@@ -5,7 +5,7 @@
 # python with h5py, numpy and matplotlib is at hand.  Outputs land in ./demo/.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/scripts/setup.sh"
+"$top/scripts/setup.sh" --plots
 "$top/scripts/build.sh"
 cd "$top"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

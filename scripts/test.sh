@@ -3,7 +3,7 @@
 # The summary is in build/test-suite.log; each test's output in build/tests/*.log.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/scripts/setup.sh"
+"$top/scripts/setup.sh" --tests
 "$top/scripts/build.sh"
 cd "$top/build"
 make -j"$(nproc 2>/dev/null || echo 2)" check

@@ -88,16 +88,9 @@ static void compute_size(const struct features_net *net, struct dataset *ds, con
   const int64_t base = rank == 0 ? lo : 0; /* rank 0 holds every row in place */
 
   struct arena a;
-  arena_init(&a, ops);
   struct vit_pass pass;
-  memset(&pass, 0, sizeof pass);
   struct vit_scratch scr;
-  for (int run = 0; run < 2; run++) {
-    vit_pass_plan(&pass, v, &a, "attention", 1, z->h, z->w, 0);
-    vit_scratch_plan(&scr, v, &a, (size_t)N, Np, 0);
-    if (run == 0) arena_alloc(&a);
-  }
-  arena_check(&a);
+  vit_infer_plan(&pass, &scr, v, &a, ops, "attention", 1, z->h, z->w);
   const size_t nn = MUL_SIZE((size_t)N, (size_t)N);
   float *attn_dev = ops->alloc(MUL_SIZE(MUL_SIZE(nn, (size_t)heads), sizeof(float)));
   float *attn = xmalloc(MUL_SIZE(MUL_SIZE(nn, (size_t)heads), sizeof(float)));

@@ -127,16 +127,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
 
   /* Activations of one inference pass of up to B images (planned twice: count, then place). */
   struct arena a;
-  arena_init(&a, ops);
   struct vit_pass pass;
-  memset(&pass, 0, sizeof pass);
   struct vit_scratch scr;
-  for (int run = 0; run < 2; run++) {
-    vit_pass_plan(&pass, v, &a, "features", B, oh, ow, 0);
-    vit_scratch_plan(&scr, v, &a, (size_t)B * pass.N, pass.Np, 0);
-    if (run == 0) arena_alloc(&a);
-  }
-  arena_check(&a);
+  vit_infer_plan(&pass, &scr, v, &a, ops, "features", B, oh, ow);
   const size_t img_floats = (size_t)C * oh * ow;
   float *img_host = xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
   float *img_dev = ops->alloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));

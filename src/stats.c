@@ -86,42 +86,39 @@ static int minmax_bounds(const void *img, int dtype, int channels, size_t hw, do
   return -1;
 }
 
+/* The loop of channel_sums over a channel stored as T: a macro rather than pixel(), so that each
+ * stored type keeps its own typed loop. */
+#define CHANNEL_SUMS_LOOP(T)                      \
+  do {                                            \
+    const T *p = (const T *)img + off;            \
+    for (; i + 4 <= hw; i += 4)                   \
+      for (int k = 0; k < 4; k++) {               \
+        double x = ((double)p[i + k] - lo) / d;   \
+        a[k] += x;                                \
+        b[k] += x * x;                            \
+      }                                           \
+    for (; i < hw; i++) {                         \
+      double x = ((double)p[i] - lo) / d;         \
+      a[0] += x;                                  \
+      b[0] += x * x;                              \
+    }                                             \
+  } while (0)
+
 /* Sum and sum of squares of (x - lo) / d over one channel, in float64 as upstream scales; four
  * interleaved partial sums (a fixed order, so every rank gets the same bits). */
 static void channel_sums(const void *img, int dtype, size_t off, size_t hw, double lo, double d, double *s,
                          double *s2) {
   double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
   size_t i = 0;
-  if (dtype == DATASET_U16) {
-    const uint16_t *p = (const uint16_t *)img + off;
-    for (; i + 4 <= hw; i += 4)
-      for (int k = 0; k < 4; k++) {
-        double x = ((double)p[i + k] - lo) / d;
-        a[k] += x;
-        b[k] += x * x;
-      }
-    for (; i < hw; i++) {
-      double x = ((double)p[i] - lo) / d;
-      a[0] += x;
-      b[0] += x * x;
-    }
-  } else {
-    const float *p = (const float *)img + off;
-    for (; i + 4 <= hw; i += 4)
-      for (int k = 0; k < 4; k++) {
-        double x = ((double)p[i + k] - lo) / d;
-        a[k] += x;
-        b[k] += x * x;
-      }
-    for (; i < hw; i++) {
-      double x = ((double)p[i] - lo) / d;
-      a[0] += x;
-      b[0] += x * x;
-    }
-  }
+  if (dtype == DATASET_U16)
+    CHANNEL_SUMS_LOOP(uint16_t);
+  else
+    CHANNEL_SUMS_LOOP(float);
   *s = (a[0] + a[1]) + (a[2] + a[3]);
   *s2 = (b[0] + b[1]) + (b[2] + b[3]);
 }
+
+#undef CHANNEL_SUMS_LOOP
 
 int stats_minmax(const void *img, int dtype, int channels, size_t hw, double *out) {
   double *mn = xmalloc(MUL_SIZE((size_t)channels, 2 * sizeof(double))), *mx = mn + channels;

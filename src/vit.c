@@ -191,6 +191,18 @@ void vit_scratch_plan(struct vit_scratch *s, const struct vit *v, struct arena *
   s->dpos = arena_take(a, (1 + (size_t)Npmax) * D * sizeof(float), "vit.d_pos");
 }
 
+void vit_infer_plan(struct vit_pass *p, struct vit_scratch *s, const struct vit *v, struct arena *a,
+                    const struct ops *ops, const char *tag, int B, int H, int W) {
+  arena_init(a, ops);
+  memset(p, 0, sizeof *p);
+  for (int run = 0; run < 2; run++) {
+    vit_pass_plan(p, v, a, tag, B, H, W, 0);
+    vit_scratch_plan(s, v, a, (size_t)B * p->N, p->Np, 0);
+    if (run == 0) arena_alloc(a);
+  }
+  arena_check(a);
+}
+
 /* Drop-path scales of block i, branch j (0 attention, 1 MLP), or NULL when the block has none. */
 static const float *dp_scales(const struct vit *v, const struct vit_pass *p, int i, int j) {
   if (!p->dp || vit_drop_rate(&v->d, i) <= 0) return NULL;

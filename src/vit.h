@@ -97,6 +97,10 @@ int vit_tokens(const struct vit *v, int H, int W);
  * train = 0 plans only what inference needs. */
 void vit_scratch_plan(struct vit_scratch *s, const struct vit *v, struct arena *a, size_t Tmax,
                       int Npmax, int train);
+/* An inference pass of up to B crops of H x W with its scratch, in an arena of its own: a is
+ * initialised, counted, allocated and placed (release with vit_pass_free and arena_free). */
+void vit_infer_plan(struct vit_pass *p, struct vit_scratch *s, const struct vit *v, struct arena *a,
+                    const struct ops *ops, const char *tag, int B, int H, int W);
 
 /* The bicubic position-embedding interpolation matrix of SCDINO_ALGORITHM §1.4, on the host:
  * m [(1+gh*gw) x (1+S*S)] with S = pos_grid; returns whether interpolation applies at all

@@ -143,15 +143,9 @@ static void check_size(const char *file, const char *run, const struct config *c
   /* Raw softmax rows from the backbone's own forward on those inputs. */
   const struct ops *ops = net->ops;
   struct arena a;
-  arena_init(&a, ops);
   struct vit_pass pass;
-  memset(&pass, 0, sizeof pass);
   struct vit_scratch scr;
-  for (int run_ = 0; run_ < 2; run_++) {
-    vit_pass_plan(&pass, &net->vit, &a, "t", n, h, w, 0);
-    vit_scratch_plan(&scr, &net->vit, &a, (size_t)n * N, Np, 0);
-    if (run_ == 0) arena_alloc(&a);
-  }
+  vit_infer_plan(&pass, &scr, &net->vit, &a, ops, "t", n, h, w);
   float *dimg = ops->alloc(sizeof(float) * ni), *dattn = ops->alloc(sizeof(float) * n * heads * N * N);
   void *dcls = ops->alloc((size_t)n * 48 * ops->act_size);
   ops->upload(dimg, ref, sizeof(float) * ni);

@@ -10,8 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "features_io.h"
 #include "testutil.h"
@@ -65,31 +63,17 @@ static int count_files(const char *d, const char *needle) {
   return n;
 }
 
+static int read_features(void *file) {
+  struct features f;
+  features_read(file, &f);
+  return 0;
+}
+
 /* features_read(file) in a child: it must exit with `code` and print `needle` and the file name. */
 static void expect_fatal(const char *file, const char *needle) {
-  int pfd[2];
-  if (pipe(pfd) != 0) exit(99);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 2);
-    close(pfd[0]);
-    struct features f;
-    features_read(file, &f);
-    _exit(0);
-  }
-  close(pfd[1]);
   char buf[8192];
-  size_t len = 0;
-  ssize_t got;
-  while ((got = read(pfd[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)got;
-  buf[len] = '\0';
-  close(pfd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "%s: exit status %d, wanted 3 (%s)", file,
-          WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+  const int code = t_run_child(read_features, (void *)file, 0, buf, sizeof buf);
+  T_CHECK(code == 3, "%s: exit status %d, wanted 3 (%s)", file, code, buf);
   T_CHECK(strstr(buf, needle) != NULL, "%s: message lacks '%s': %s", file, needle, buf);
   T_CHECK(strstr(buf, file) != NULL, "%s: message does not name the file: %s", file, buf);
   if (t_verbose) printf("  %s", buf);

@@ -102,7 +102,32 @@ static void brute(const float *train, const int32_t *tl, int64_t ntr, const floa
   free(cls);
 }
 
+static void bf_out_free(struct bf_out *o) {
+  free(o->conf);
+  free(o->f1);
+}
+
 /* ---- Data ------------------------------------------------------------------------------------ */
+
+/* Reference rows tr [ntr, d] with labels tl, and test rows te [nte, d] with labels tel. */
+struct rows {
+  float *tr, *te;
+  int32_t *tl, *tel;
+};
+
+static void rows_alloc(struct rows *s, int64_t ntr, int64_t nte, int d) {
+  s->tr = malloc((size_t)(ntr * d) * sizeof *s->tr);
+  s->te = malloc((size_t)(nte * d) * sizeof *s->te);
+  s->tl = malloc((size_t)ntr * sizeof *s->tl);
+  s->tel = malloc((size_t)nte * sizeof *s->tel);
+}
+
+static void rows_free(struct rows *s) {
+  free(s->tr);
+  free(s->te);
+  free(s->tl);
+  free(s->tel);
+}
 
 /* Features on a grid (multiples of 1/32, |x| <= 1/8, d <= 64): every dot product is exact in
  * float32 whatever the summation order, so sgemm and the double brute force see the same
@@ -160,15 +185,15 @@ static void compare(const char *what, const struct knn_result *r, const struct b
 
 static void run_grid_case(int64_t ntr, int64_t nte, int d, int C, const int64_t *ks, int nk, double T,
                           size_t block_bytes, uint64_t seed) {
-  float *tr = malloc((size_t)(ntr * d) * sizeof *tr), *te = malloc((size_t)(nte * d) * sizeof *te);
-  int32_t *tl = malloc((size_t)ntr * sizeof *tl), *tel = malloc((size_t)nte * sizeof *tel);
-  grid_data(seed, ntr, d, C, tr, tl, -1);
-  grid_data(seed + 1000, nte, d, C, te, tel, -1);
+  struct rows s;
+  rows_alloc(&s, ntr, nte, d);
+  grid_data(seed, ntr, d, C, s.tr, s.tl, -1);
+  grid_data(seed + 1000, nte, d, C, s.te, s.tel, -1);
   struct bf_out o;
-  brute(tr, tl, ntr, te, tel, nte, d, C, ks, nk, T, &o);
+  brute(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, ks, nk, T, &o);
   knn_set_block_bytes(block_bytes);
   struct knn_result r;
-  knn_evaluate(tr, tl, ntr, te, tel, nte, d, C, ks, nk, T, &r);
+  knn_evaluate(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, ks, nk, T, &r);
   knn_set_block_bytes((size_t)64 << 20);
   char what[128];
   snprintf(what, sizeof what, "grid n_train=%lld n_test=%lld d=%d C=%d T=%g block=%zu", (long long)ntr,
@@ -177,12 +202,8 @@ static void run_grid_case(int64_t ntr, int64_t nte, int d, int C, const int64_t 
   T_CHECK(*r.n_test == nte, "%s: n_test", what);
   compare(what, &r, &o, C, nk);
   knn_result_free(&r);
-  free(o.conf);
-  free(o.f1);
-  free(tr);
-  free(te);
-  free(tl);
-  free(tel);
+  bf_out_free(&o);
+  rows_free(&s);
 }
 
 /* ---- Hand-made cases ------------------------------------------------------------------------- */
@@ -250,15 +271,15 @@ static void test_ties(void) {
 static void test_absent_class(void) {
   const int C = 4, d = 16;
   const int64_t ntr = 200, nte = 120;
-  float *tr = malloc(ntr * d * sizeof *tr), *te = malloc(nte * d * sizeof *te);
-  int32_t *tl = malloc(ntr * sizeof *tl), *tel = malloc(nte * sizeof *tel);
+  struct rows s;
+  rows_alloc(&s, ntr, nte, d);
   /* Well separated classes: one-hot-like rows (class c has weight on coordinates 4c..4c+3). */
   struct rng rg;
   rng_init(&rg, 7, RNG_DOMAIN_TEST, 3, 0);
   for (int pass = 0; pass < 2; pass++) {
     int64_t n = pass ? nte : ntr;
-    float *x = pass ? te : tr;
-    int32_t *l = pass ? tel : tl;
+    float *x = pass ? s.te : s.tr;
+    int32_t *l = pass ? s.tel : s.tl;
     for (int64_t i = 0; i < n; i++) {
       int c = (int)rng_below(&rg, 4);
       if (!pass && c == 2) c = 3; /* no class 2 among the reference rows */
@@ -269,9 +290,9 @@ static void test_absent_class(void) {
   }
   const int64_t k[] = {5, 20};
   struct knn_result r;
-  knn_evaluate(tr, tl, ntr, te, tel, nte, d, C, k, 2, 0.1, &r);
+  knn_evaluate(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, k, 2, 0.1, &r);
   struct bf_out o;
-  brute(tr, tl, ntr, te, tel, nte, d, C, k, 2, 0.1, &o);
+  brute(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, k, 2, 0.1, &o);
   compare("absent class", &r, &o, C, 2);
   T_CHECK(r.train_support[2] == 0, "no class 2 in the reference rows");
   for (int c = 0; c < C; c++) {
@@ -286,12 +307,8 @@ static void test_absent_class(void) {
   /* balanced accuracy averages the classes with test rows: three at recall 1, class 2 at 0 */
   T_NEAR(r.balanced_accuracy[0], 75.0, 1e-12, "balanced accuracy with an absent class");
   knn_result_free(&r);
-  free(o.conf);
-  free(o.f1);
-  free(tr);
-  free(te);
-  free(tl);
-  free(tel);
+  bf_out_free(&o);
+  rows_free(&s);
 }
 
 /* k above the reference count is evaluated as k = n_train (upstream's topk raised an error). */
@@ -329,8 +346,7 @@ static void test_few_test_rows(void) {
     T_CHECK(*r.n_test == nte, "n_test %lld", (long long)nte);
     compare(nte == 1 ? "1 test row" : "7 test rows", &r, &o, C, 6);
     knn_result_free(&r);
-    free(o.conf);
-    free(o.f1);
+    bf_out_free(&o);
   }
   free(tr);
   free(tl);
@@ -345,19 +361,19 @@ static void test_clusters(void) {
   struct rng rg;
   rng_init(&rg, 5, RNG_DOMAIN_TEST, 4, 0);
   for (int i = 0; i < C * d; i++) centres[i] = (float)(0.35 * rng_normal(&rg));
-  float *tr = malloc(ntr * d * sizeof *tr), *te = malloc(nte * d * sizeof *te);
-  int32_t *tl = malloc(ntr * sizeof *tl), *tel = malloc(nte * sizeof *tel);
-  cluster_data(31, ntr, d, C, tr, tl, centres);
-  cluster_data(32, nte, d, C, te, tel, centres);
+  struct rows s;
+  rows_alloc(&s, ntr, nte, d);
+  cluster_data(31, ntr, d, C, s.tr, s.tl, centres);
+  cluster_data(32, nte, d, C, s.te, s.tel, centres);
   const int64_t k[] = {5, 20, 100};
   const double T[] = {0.07, 0.5};
   for (int it = 0; it < 2; it++) {
     struct knn_result r;
     knn_set_block_bytes(ntr * sizeof(float) * 37); /* 37 test rows per block */
-    knn_evaluate(tr, tl, ntr, te, tel, nte, d, C, k, 3, T[it], &r);
+    knn_evaluate(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, k, 3, T[it], &r);
     knn_set_block_bytes((size_t)64 << 20);
     struct bf_out o;
-    brute(tr, tl, ntr, te, tel, nte, d, C, k, 3, T[it], &o);
+    brute(s.tr, s.tl, ntr, s.te, s.tel, nte, d, C, k, 3, T[it], &o);
     for (int j = 0; j < 3; j++) {
       T_CHECK(llabs(r.top1_correct[j] - o.top1[j]) <= 2, "clusters T=%g k=%lld: top1 %lld vs %lld", T[it],
               (long long)k[j], (long long)r.top1_correct[j], (long long)o.top1[j]);
@@ -369,14 +385,10 @@ static void test_clusters(void) {
       printf("  clusters T=%g: top1 %.2f %.2f %.2f (brute %lld %lld %lld of %lld)\n", T[it], r.top1[0], r.top1[1],
              r.top1[2], (long long)o.top1[0], (long long)o.top1[1], (long long)o.top1[2], (long long)nte);
     knn_result_free(&r);
-    free(o.conf);
-    free(o.f1);
+    bf_out_free(&o);
   }
   free(centres);
-  free(tr);
-  free(te);
-  free(tl);
-  free(tel);
+  rows_free(&s);
 }
 
 int main(int argc, char **argv) {

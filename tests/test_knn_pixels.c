@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calc.h"
 #include "config.h"
@@ -167,6 +165,19 @@ static void test_run_with_baseline(void) {
   T_CHECK(strstr(buf, "raw-pixel baseline left out") != NULL, "note about the missing shard set");
 }
 
+struct pixels_call {
+  struct config cfg;
+  struct features *f;
+};
+
+static int pixel_features(void *arg) {
+  struct pixels_call *c = arg;
+  int dim;
+  int64_t inv;
+  knn_pixel_features(&c->cfg, c->f, "other.h5", 4, &dim, &inv);
+  return 0;
+}
+
 /* A features file whose labels disagree with the shard set is refused. */
 static void test_wrong_dataset(void) {
   struct features f;
@@ -174,29 +185,11 @@ static void test_wrong_dataset(void) {
   f.labels[4] = (f.labels[4] + 1) % NCLS;
   char deck[8192];
   snprintf(deck, sizeof deck, "&control calculation = 'knn' /\n&data shard_dir = '%s' /\n", shard_dir);
-  static struct config cfg;
-  parse_deck(deck, &cfg);
-  int pfd[2];
-  if (pipe(pfd) != 0) exit(99);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 2);
-    close(pfd[0]);
-    int dim;
-    int64_t inv;
-    knn_pixel_features(&cfg, &f, "other.h5", 4, &dim, &inv);
-    _exit(0);
-  }
-  close(pfd[1]);
+  static struct pixels_call call;
+  call.f = &f;
+  parse_deck(deck, &call.cfg);
   char buf[4096];
-  ssize_t got = read(pfd[0], buf, sizeof buf - 1);
-  buf[got > 0 ? got : 0] = '\0';
-  close(pfd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "exit 3 for a foreign features file: %s", buf);
+  T_CHECK(t_run_child(pixel_features, &call, 0, buf, sizeof buf) == 3, "exit 3 for a foreign features file: %s", buf);
   T_CHECK(strstr(buf, "other.h5 row 4") && strstr(buf, "do not belong together"), "message: %s", buf);
   features_free(&f);
 }

@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "calc.h"
 #include "config.h"
@@ -84,32 +82,15 @@ static int count_substr(const char *s, const char *needle) {
   return n;
 }
 
+static int run_calc(void *cfg) { return calc_run(cfg) == 0 ? 0 : 1; }
+
 /* knn_run(cfg) in a child: exit status `code`, and `needle` in what it printed on stderr. */
 static void expect_fail(const char *deck, int code, const char *needle) {
   static struct config cfg;
   parse_deck(deck, &cfg);
-  int pfd[2];
-  if (pipe(pfd) != 0) exit(99);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 2);
-    dup2(pfd[1], 1);
-    close(pfd[0]);
-    _exit(calc_run(&cfg) == 0 ? 0 : 1);
-  }
-  close(pfd[1]);
   char buf[8192];
-  size_t len = 0;
-  ssize_t got;
-  while ((got = read(pfd[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)got;
-  buf[len] = '\0';
-  close(pfd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == code, "exit %d, wanted %d: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-          code, buf);
+  const int got = t_run_child(run_calc, &cfg, 1, buf, sizeof buf);
+  T_CHECK(got == code, "exit %d, wanted %d: %s", got, code, buf);
   T_CHECK(strstr(buf, needle) != NULL, "message lacks '%s': %s", needle, buf);
   if (t_verbose) printf("  %s", buf);
 }

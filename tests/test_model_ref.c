@@ -70,33 +70,6 @@ static double cmp_dev(const void *dev, size_t n, const char *dset, double tol, i
   return e;
 }
 
-/* Load every tensor of the table from <group>/<name> into a flat device buffer. */
-static void load_params(const struct tensor_table *tt, const char *group, float *dev) {
-  float *host = calloc(tt->size, sizeof(float));
-  for (int i = 0; i < tt->n; i++) {
-    const struct tensor *t = &tt->t[i];
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", group, t->name);
-    size_t n = 0;
-    long long dims[8];
-    int nd = 0;
-    float *x = t_h5_read_f32(ref, path, &n, dims, &nd);
-    T_CHECK(n == t->n && nd == t->ndim, "%s: shape mismatch (%zu elements, rank %d)", path, n, nd);
-    for (int d = 0; d < nd && d < t->ndim; d++)
-      T_CHECK(dims[d] == t->shape[d], "%s: dim %d is %lld, table says %lld", path, d, dims[d],
-              (long long)t->shape[d]);
-    if (n == t->n) memcpy(host + t->off, x, n * sizeof(float));
-    free(x);
-  }
-  ops->upload(dev, host, tt->size * sizeof(float));
-  free(host);
-}
-
-static int is_qkv_bias(const struct tensor *t) {
-  const size_t n = strlen(t->name);
-  return n >= 13 && !strcmp(t->name + n - 13, "attn.qkv.bias");
-}
-
 /* Compare every tensor of a flat device buffer with <group>/<name>; tensors without a gradient
  * must be absent from gradient groups. */
 static void cmp_params(const struct tensor_table *tt, const char *group, const float *dev,
@@ -115,7 +88,7 @@ static void cmp_params(const struct tensor_table *tt, const char *group, const f
     size_t n = 0;
     float *r = t_h5_read_f32(ref, path, &n, NULL, NULL);
     T_CHECK(n == t->n, "%s: %zu elements, expected %zu", path, n, t->n);
-    if (n == t->n && grads && is_qkv_bias(t)) {
+    if (n == t->n && grads && dino_ref_is_qkv_bias(t)) {
       /* ... and the gradient of the key part is indeed only noise, here and upstream. */
       const size_t D3 = n / 3;
       double kn = 0, qvn = 0, rkn = 0;
@@ -132,18 +105,13 @@ static void cmp_params(const struct tensor_table *tt, const char *group, const f
               "%s: key-part gradient norm %.3e (upstream %.3e) is not noise next to %.3e", path,
               sqrt(kn), sqrt(rkn), sqrt(qvn));
     }
-    if (n == t->n && !grads && is_qkv_bias(t)) {
+    if (n == t->n && !grads && dino_ref_is_qkv_bias(t)) {
       /* The key part of qkv.bias has an exactly zero gradient (softmax is invariant to adding
        * q.b_k to a whole row of scores): both implementations get rounding noise (~1e-10) there,
        * which AdamW turns into updates of about lr*noise/eps.  Compare q and v relatively and the
        * key part absolutely, at the scale of that noise. */
       const size_t D3 = n / 3;
-      float *o2 = malloc(2 * D3 * sizeof(float)), *r2 = malloc(2 * D3 * sizeof(float));
-      memcpy(o2, host + t->off, D3 * sizeof(float));
-      memcpy(o2 + D3, host + t->off + 2 * D3, D3 * sizeof(float));
-      memcpy(r2, r, D3 * sizeof(float));
-      memcpy(r2 + D3, r + 2 * D3, D3 * sizeof(float));
-      const double e = t_rel_err_f32(o2, r2, 2 * D3);
+      const double e = dino_ref_qv_rel_err(host + t->off, r, n);
       const double ek = t_max_abs_diff_f32(host + t->off + D3, r + D3, D3);
       T_CHECK(e <= tol, "%s (q, v parts): relative error %.3e > %.0e", path, e, tol);
       T_CHECK(ek <= TOL_KBIAS * steps, "%s (k part): max abs difference %.3e > %.0e", path, ek,
@@ -151,8 +119,6 @@ static void cmp_params(const struct tensor_table *tt, const char *group, const f
       if (t_verbose) printf("  %-60s rel err %.3e (q, v), k part abs %.3e\n", path, e, ek);
       if (e > mx || e != e) mx = e;
       if (ek > kmax) kmax = ek;
-      free(o2);
-      free(r2);
     } else if (n == t->n) {
       const double e = t_rel_err_f32(host + t->off, r, n);
       T_CHECK(e <= tol, "%s: relative error %.3e > %.0e", path, e, tol);
@@ -217,36 +183,18 @@ int main(int argc, char **argv) {
   ops = backend_cpu();
   struct dino_ref rf;
   dino_ref_read(ref, &rf);
-  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, G = rf.G, L = rf.L, K = rf.K;
+  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, K = rf.K;
   T_CHECK(ncrops == 2 + nl, "ncrops %d vs n_local %d", ncrops, nl);
 
-  const struct dino_spec spec = rf.spec;
   const double lr = rf.lr, wd = rf.wd, clip = rf.clip, mom = rf.momentum;
   const int epoch = rf.epoch, freeze = rf.freeze_last_layer;
 
-  struct dino_model *m = dino_model_create(ops, &spec);
-  load_params(&m->tt, "/init/student", m->student);
-  dino_model_copy_student_to_teacher(m);
-  dino_model_plan(m, B, nl, G, L);
-  struct dino_loss loss;
-  dino_ref_loss_init(ref, &rf, &loss, ops);
-  struct optim opt;
-  optim_init(&opt, ops, &m->tt);
-
-  /* An inference pass of the backbone for the attention maps (and to check that path too). */
-  struct arena aa;
-  arena_init(&aa, ops);
-  struct vit_pass ip = {0};
-  struct vit_scratch is;
-  const int N = vit_tokens(&m->vit, G, G), D = spec.vit.dim, H = spec.vit.heads;
-  for (int run = 0; run < 2; run++) {
-    vit_pass_plan(&ip, &m->vit, &aa, "attn", 2 * B, G, G, 0);
-    vit_scratch_plan(&is, &m->vit, &aa, (size_t)2 * B * N, N - 1, 0);
-    if (run == 0) arena_alloc(&aa);
-  }
-  arena_check(&aa);
-  float *attn = ops->alloc((size_t)2 * B * H * N * N * sizeof(float));
-  void *cls_inf = ops->alloc((size_t)2 * B * D * ops->act_size);
+  /* The model, its loss and optimizer, and an inference pass of the backbone for the attention
+   * maps (and to check that path too). */
+  struct dino_ref_run st;
+  dino_ref_run_init(ref, &rf, ops, &st);
+  struct dino_model *m = st.m;
+  const int N = st.N, D = rf.spec.vit.dim, H = rf.spec.vit.heads;
 
   for (int step = 1; step <= 2; step++) {
     char p[256];
@@ -257,7 +205,7 @@ int main(int argc, char **argv) {
     float *l = upload_dataset(p, NULL);
 
     snprintf(p, sizeof p, "/step%d/center_before", step);
-    cmp_dev(loss.center, (size_t)K, p, TOL_FWD, 0);
+    cmp_dev(st.loss.center, (size_t)K, p, TOL_FWD, 0);
 
     dino_model_forward(m, g, l, B, NULL);
     const size_t e = ops->act_size;
@@ -275,13 +223,13 @@ int main(int argc, char **argv) {
 
     /* Last-block attention of the student's global forward (before the update), through the
      * inference path, whose CLS must agree with the training path's. */
-    vit_forward(&m->vit, ops, m->student, &ip, &is, 2 * B, g, cls_inf, attn);
+    vit_forward(&m->vit, ops, m->student, &st.ip, &st.is, 2 * B, g, st.cls_inf, st.attn);
     snprintf(p, sizeof p, "/step%d/outputs/attention_last_global", step);
-    cmp_dev(attn, (size_t)2 * B * H * N * N, p, TOL_FWD, 0);
+    cmp_dev(st.attn, (size_t)2 * B * H * N * N, p, TOL_FWD, 0);
     snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
-    cmp_dev(cls_inf, (size_t)2 * B * D, p, TOL_FWD, 0);
+    cmp_dev(st.cls_inf, (size_t)2 * B * D, p, TOL_FWD, 0);
 
-    const double lv = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, epoch);
+    const double lv = dino_loss_forward(&st.loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, epoch);
     snprintf(p, sizeof p, "/step%d/outputs/loss", step);
     double *rl = t_h5_read_f64(ref, p, NULL);
     const double le = fabs(lv - rl[0]) / fabs(rl[0]);
@@ -296,15 +244,15 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "/step%d/grads", step);
     cmp_params(&m->tt, p, m->grads, TOL_GRAD, 1, 1, step);
 
-    dino_loss_update_center(&loss, B, 1, NULL, NULL);
+    dino_loss_update_center(&st.loss, B, 1, NULL, NULL);
     snprintf(p, sizeof p, "/step%d/center_after", step);
-    cmp_dev(loss.center, (size_t)K, p, TOL_FWD, 0);
+    cmp_dev(st.loss.center, (size_t)K, p, TOL_FWD, 0);
 
-    optim_clip(&opt, m->grads, clip, NULL);
+    optim_clip(&st.opt, m->grads, clip, NULL);
     snprintf(p, sizeof p, "/step%d/clipped_grads", step);
     cmp_params(&m->tt, p, m->grads, TOL_GRAD, 2, 1, step);
 
-    optim_step(&opt, m->student, m->grads, lr, wd, epoch < freeze);
+    optim_step(&st.opt, m->student, m->grads, lr, wd, epoch < freeze);
     snprintf(p, sizeof p, "/step%d/student", step);
     cmp_params(&m->tt, p, m->student, TOL_W, 3, 0, step);
     dino_model_ema(m, mom);
@@ -319,8 +267,8 @@ int main(int argc, char **argv) {
   {
     struct optim o1;
     optim_init(&o1, ops, &m->tt);
-    load_params(&m->tt, "/init/student", m->student);
-    load_params(&m->tt, "/init/student", m->teacher);
+    dino_ref_load_params(ref, ops, &m->tt, "/init/student", m->student);
+    dino_ref_load_params(ref, ops, &m->tt, "/init/student", m->teacher);
     float *gbuf = ops->alloc(m->tt.size * sizeof(float));
     /* frozen weight_g has no reference gradient: leave it zero */
     float *host = calloc(m->tt.size, sizeof(float));
@@ -338,7 +286,7 @@ int main(int argc, char **argv) {
     optim_step(&o1, m->student, gbuf, lr, wd, 0);
     printf("optimizer alone (upstream gradients):\n");
     cmp_params(&m->tt, "/step1/student", m->student, TOL_W, 3, 0, 1);
-    load_params(&m->tt, "/step1/student", m->student);
+    dino_ref_load_params(ref, ops, &m->tt, "/step1/student", m->student);
     dino_model_ema(m, mom);
     cmp_params(&m->tt, "/step1/teacher", m->teacher, TOL_W, 3, 0, 1);
     free(host);
@@ -347,16 +295,10 @@ int main(int argc, char **argv) {
   }
   /* Per-tensor step counters: every trainable tensor stepped twice, weight_g never. */
   for (int i = 0; i < m->tt.n; i++)
-    T_CHECK(opt.steps[i] == ((m->tt.t[i].flags & TENSOR_GRAD) ? 2 : 0), "%s: %lld steps",
-            m->tt.t[i].name, (long long)opt.steps[i]);
+    T_CHECK(st.opt.steps[i] == ((m->tt.t[i].flags & TENSOR_GRAD) ? 2 : 0), "%s: %lld steps",
+            m->tt.t[i].name, (long long)st.opt.steps[i]);
   printf("worst relative errors: forward %.3e, gradients %.3e, clipped %.3e, weights %.3e\n",
          worst[0], worst[1], worst[2], worst[3]);
-  ops->free(attn);
-  ops->free(cls_inf);
-  vit_pass_free(&ip);
-  arena_free(&aa);
-  optim_free(&opt);
-  dino_loss_free(&loss);
-  dino_model_destroy(m);
+  dino_ref_run_free(&st);
   return t_finish();
 }

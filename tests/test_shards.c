@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "shards.h"
@@ -263,34 +262,20 @@ static void skipped_files(const char *dir) {
   dataset_close(ds);
 }
 
+static int open_and_read(void *dir) {
+  struct dataset *ds = dataset_open(dir);
+  /* Broken shards show up when an image of them is first read. */
+  int64_t idx = dataset_count(ds) - 1;
+  void *buf = malloc(dataset_image_bytes(ds));
+  dataset_read_images(ds, &idx, 1, buf);
+  return 0;
+}
+
 /* dataset_open in a child process; check its exit status and message. */
 static void expect_open_error(const char *what, const char *dir, const char *want) {
-  int pfd[2];
-  if (pipe(pfd) != 0) return;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 2);
-    close(pfd[0]);
-    struct dataset *ds = dataset_open(dir);
-    /* Broken shards show up when an image of them is first read. */
-    int64_t idx = dataset_count(ds) - 1;
-    void *buf = malloc(dataset_image_bytes(ds));
-    dataset_read_images(ds, &idx, 1, buf);
-    _exit(0);
-  }
-  close(pfd[1]);
-  char msg[4096] = "";
-  size_t n = 0;
-  ssize_t r;
-  while ((r = read(pfd[0], msg + n, sizeof msg - 1 - n)) > 0) n += (size_t)r;
-  msg[n] = '\0';
-  close(pfd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3, "%s: exit status %d, want 3", what,
-          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  char msg[4096];
+  const int status = t_run_child(open_and_read, (void *)dir, 0, msg, sizeof msg);
+  T_CHECK(status == 3, "%s: exit status %d, want 3", what, status);
   T_CHECK(strstr(msg, want) != NULL, "%s: message '%s' lacks '%s'", what, msg, want);
   if (t_verbose) printf("  %-26s %s", what, msg);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -134,4 +136,29 @@ const char *t_scratch_dir(const char *test_name) {
     exit(99);
   }
   return path;
+}
+
+int t_run_child(int (*fn)(void *), void *arg, int also_stdout, char *msg, size_t cap) {
+  int pfd[2];
+  if (pipe(pfd) != 0) exit(99);
+  /* or the child writes what is still buffered a second time */
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) exit(99);
+  if (pid == 0) {
+    dup2(pfd[1], 2);
+    if (also_stdout) dup2(pfd[1], 1);
+    close(pfd[0]);
+    _exit(fn(arg));
+  }
+  close(pfd[1]);
+  size_t len = 0;
+  ssize_t got;
+  while ((got = read(pfd[0], msg + len, cap - 1 - len)) > 0) len += (size_t)got;
+  msg[len] = '\0';
+  close(pfd[0]);
+  int st = 0;
+  if (waitpid(pid, &st, 0) < 0) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -55,5 +55,9 @@ double *t_h5_read_f64(const char *file, const char *dset, size_t *n);
 double t_h5_attr(const char *file, const char *name);
 /* A fresh scratch directory for this test under the build tree (removed at the start). */
 const char *t_scratch_dir(const char *test_name);
+/* Run fn(arg) in a child process that exits with what fn returns (for code that ends the process
+ * on failure): its stderr, and its stdout too when also_stdout, is read into msg (cap bytes,
+ * NUL-terminated).  Returns the child's exit status, or -1 when it did not exit. */
+int t_run_child(int (*fn)(void *), void *arg, int also_stdout, char *msg, size_t cap);
 
 #endif

@@ -53,28 +53,6 @@ static void cmp_dev(const void *dev, int act, size_t n, const char *dset, double
   free(r);
 }
 
-static void load_params(const struct tensor_table *tt, const char *group, float *dev) {
-  float *host = calloc(tt->size, sizeof(float));
-  for (int i = 0; i < tt->n; i++) {
-    const struct tensor *t = &tt->t[i];
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", group, t->name);
-    size_t n = 0;
-    float *x = t_h5_read_f32(ref, path, &n, NULL, NULL);
-    T_CHECK(n == t->n, "%s: %zu elements, table says %zu", path, n, t->n);
-    if (n == t->n) memcpy(host + t->off, x, n * sizeof(float));
-    free(x);
-  }
-  ops->upload(dev, host, tt->size * sizeof(float));
-  if (ops->params_changed) ops->params_changed(dev, tt->size);
-  free(host);
-}
-
-static int is_qkv_bias(const struct tensor *t) {
-  const size_t n = strlen(t->name);
-  return n >= 13 && !strcmp(t->name + n - 13, "attn.qkv.bias");
-}
-
 static double lr_ref; /* AdamW's learning rate of the reference */
 
 /* Weights in bf16: every element within 2.5 lr per step, the whole buffer within 1e-2. */
@@ -127,20 +105,13 @@ static void cmp_params(const struct tensor_table *tt, const char *group, const f
       continue;
     }
     double e;
-    if (is_qkv_bias(t)) { /* q and v relative, k absolute (see the header) */
+    if (dino_ref_is_qkv_bias(t)) { /* q and v relative, k absolute (see the header) */
       const size_t D3 = n / 3;
-      float *o2 = malloc(2 * D3 * sizeof(float)), *r2 = malloc(2 * D3 * sizeof(float));
-      memcpy(o2, host + t->off, D3 * sizeof(float));
-      memcpy(o2 + D3, host + t->off + 2 * D3, D3 * sizeof(float));
-      memcpy(r2, r, D3 * sizeof(float));
-      memcpy(r2 + D3, r + 2 * D3, D3 * sizeof(float));
-      e = t_rel_err_f32(o2, r2, 2 * D3);
+      e = dino_ref_qv_rel_err(host + t->off, r, n);
       if (!grads) {
         const double ek = t_max_abs_diff_f32(host + t->off + D3, r + D3, D3);
         T_CHECK(ek <= TOL_KBIAS * steps, "%s %s (k part): max abs difference %.3e", tag, path, ek);
       }
-      free(o2);
-      free(r2);
     } else {
       e = t_rel_err_f32(host + t->off, r, n);
     }
@@ -171,33 +142,14 @@ static void run(const char *precision, const char *attention) {
   tol_w = 2e-5; /* fp32; bf16 weights: cmp_weights_bf16 */
   struct dino_ref rf;
   dino_ref_read(ref, &rf);
-  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, G = rf.G, L = rf.L, K = rf.K;
-  const struct dino_spec spec = rf.spec;
+  const int B = rf.B, ncrops = rf.ncrops, nl = rf.nl, K = rf.K;
   const double lr = lr_ref = rf.lr, wd = rf.wd, clip = rf.clip, mom = rf.momentum;
   const int epoch = rf.epoch, freeze = rf.freeze_last_layer;
 
-  struct dino_model *m = dino_model_create(ops, &spec);
-  load_params(&m->tt, "/init/student", m->student);
-  dino_model_copy_student_to_teacher(m);
-  dino_model_plan(m, B, nl, G, L);
-  struct dino_loss loss;
-  dino_ref_loss_init(ref, &rf, &loss, ops);
-  struct optim opt;
-  optim_init(&opt, ops, &m->tt);
-
-  struct arena aa;
-  arena_init(&aa, ops);
-  struct vit_pass ip = {0};
-  struct vit_scratch is;
-  const int N = vit_tokens(&m->vit, G, G), D = spec.vit.dim, H = spec.vit.heads;
-  for (int r = 0; r < 2; r++) {
-    vit_pass_plan(&ip, &m->vit, &aa, "attn", 2 * B, G, G, 0);
-    vit_scratch_plan(&is, &m->vit, &aa, (size_t)2 * B * N, N - 1, 0);
-    if (r == 0) arena_alloc(&aa);
-  }
-  arena_check(&aa);
-  float *attn = ops->alloc((size_t)2 * B * H * N * N * sizeof(float));
-  void *cls_inf = ops->alloc((size_t)2 * B * D * ops->act_size);
+  struct dino_ref_run st;
+  dino_ref_run_init(ref, &rf, ops, &st);
+  struct dino_model *m = st.m;
+  const int N = st.N, D = rf.spec.vit.dim, H = rf.spec.vit.heads;
   const size_t e = ops->act_size;
 
   for (int step = 1; step <= 2; step++) {
@@ -208,7 +160,7 @@ static void run(const char *precision, const char *attention) {
     snprintf(p, sizeof p, "/step%d/inputs/local", step);
     float *lc = upload_dataset(p);
     snprintf(p, sizeof p, "/step%d/center_before", step);
-    cmp_dev(loss.center, 0, (size_t)K, p, 1e-5);
+    cmp_dev(st.loss.center, 0, (size_t)K, p, 1e-5);
     dino_model_forward(m, gl, lc, B, NULL);
     snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
     cmp_dev(m->sh.in, 1, (size_t)2 * B * D, p, tol_fwd);
@@ -220,13 +172,13 @@ static void run(const char *precision, const char *attention) {
     cmp_dev(m->sh.logits, 1, (size_t)ncrops * B * K, p, tol_fwd);
     snprintf(p, sizeof p, "/step%d/outputs/teacher_logits", step);
     cmp_dev(m->th.logits, 1, (size_t)2 * B * K, p, tol_fwd);
-    vit_forward(&m->vit, ops, m->student, &ip, &is, 2 * B, gl, cls_inf, attn);
+    vit_forward(&m->vit, ops, m->student, &st.ip, &st.is, 2 * B, gl, st.cls_inf, st.attn);
     snprintf(p, sizeof p, "/step%d/outputs/attention_last_global", step);
-    cmp_dev(attn, 0, (size_t)2 * B * H * N * N, p, tol_fwd);
+    cmp_dev(st.attn, 0, (size_t)2 * B * H * N * N, p, tol_fwd);
     snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
-    cmp_dev(cls_inf, 1, (size_t)2 * B * D, p, tol_fwd);
+    cmp_dev(st.cls_inf, 1, (size_t)2 * B * D, p, tol_fwd);
 
-    const double lv = dino_loss_forward(&loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, epoch);
+    const double lv = dino_loss_forward(&st.loss, m->sh.logits, m->th.logits, m->sh.dlogits, B, epoch);
     snprintf(p, sizeof p, "/step%d/outputs/loss", step);
     double *rl = t_h5_read_f64(ref, p, NULL);
     const double le = fabs(lv - rl[0]) / fabs(rl[0]);
@@ -237,13 +189,13 @@ static void run(const char *precision, const char *attention) {
     dino_model_backward(m, B, NULL, NULL);
     snprintf(p, sizeof p, "/step%d/grads", step);
     cmp_params(&m->tt, p, m->grads, tol_grad, 1, step);
-    dino_loss_update_center(&loss, B, 1, NULL, NULL);
+    dino_loss_update_center(&st.loss, B, 1, NULL, NULL);
     snprintf(p, sizeof p, "/step%d/center_after", step);
-    cmp_dev(loss.center, 0, (size_t)K, p, bf ? 2e-2 : 2e-5);
-    optim_clip(&opt, m->grads, clip, NULL);
+    cmp_dev(st.loss.center, 0, (size_t)K, p, bf ? 2e-2 : 2e-5);
+    optim_clip(&st.opt, m->grads, clip, NULL);
     snprintf(p, sizeof p, "/step%d/clipped_grads", step);
     cmp_params(&m->tt, p, m->grads, tol_grad, 1, step);
-    optim_step(&opt, m->student, m->grads, lr, wd, epoch < freeze);
+    optim_step(&st.opt, m->student, m->grads, lr, wd, epoch < freeze);
     snprintf(p, sizeof p, "/step%d/student", step);
     cmp_params(&m->tt, p, m->student, tol_w, 0, step);
     dino_model_ema(m, mom);
@@ -252,13 +204,7 @@ static void run(const char *precision, const char *attention) {
     ops->free(gl);
     ops->free(lc);
   }
-  ops->free(attn);
-  ops->free(cls_inf);
-  vit_pass_free(&ip);
-  arena_free(&aa);
-  optim_free(&opt);
-  dino_loss_free(&loss);
-  dino_model_destroy(m);
+  dino_ref_run_free(&st);
 }
 
 int main(int argc, char **argv) {
