@@ -57,13 +57,15 @@ static int cmp_size(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* --sizes-from-model: the deck's buckets, and the distinct sizes with how often each occurs. */
+/* --sizes-from-model: the all-reduce calls of one training step of the deck's model, and the
+ * distinct sizes with how often each occurs. */
 static void model_sizes(const struct busbw_opts *o, const char *prog, struct busbw_model *m, struct busbw_sizes *sz) {
   static struct config cfg;
   config_load(o->model_deck, &cfg); /* collective; a bad deck ends every rank with status 2 */
   if (o->in_chans) cfg.data.n_channels = o->in_chans;
   static size_t elems[BUSBW_MAX_BUCKETS];
-  int nb = bench_model_buckets(&cfg, elems, BUSBW_MAX_BUCKETS);
+  m->names = xcalloc(BUSBW_MAX_BUCKETS, sizeof *m->names); /* freed by main */
+  int nb = bench_model_buckets(&cfg, elems, m->names, BUSBW_MAX_BUCKETS);
   char msg[1024];
   if (nb < 0) {
     snprintf(msg, sizeof msg, "%s: &data channels is empty (all channels of the shards), so the patch embedding's "
@@ -77,8 +79,6 @@ static void model_sizes(const struct busbw_opts *o, const char *prog, struct bus
   m->deck = o->model_deck;
   m->nbuckets = nb;
   m->elems = elems;
-  m->names = xcalloc((size_t)nb, sizeof *m->names);
-  for (int i = 0; i < nb; i++) bench_model_bucket_name(&cfg, i, m->names[i], sizeof m->names[i]);
 
   size_t *sorted = xmalloc((size_t)nb * sizeof *sorted);
   memcpy(sorted, elems, (size_t)nb * sizeof *sorted);

@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "bench_result.h"
@@ -133,6 +134,8 @@ struct headline {
   double avg, peak, max_oop, max_ip;
   size_t peak_bytes, max_bytes;
   int peak_cell;
+  double min_us; /* fastest cell at the smallest size: the latency floor (1 rank: launch cost) */
+  size_t min_bytes;
   double step_us, step_busbw, step_bytes;
   int nbuckets;
 };
@@ -151,6 +154,10 @@ static void headline_of(const struct busbw_table *t, struct headline *h) {
         h->peak_bytes = r->bytes;
         h->peak_cell = c;
       }
+    }
+    if (i == 0 || r->bytes < h->min_bytes) {
+      h->min_bytes = r->bytes;
+      h->min_us = fmin(r->cell[0].time_us, r->cell[1].time_us);
     }
     if (r->bytes >= h->max_bytes) {
       h->max_bytes = r->bytes;
@@ -211,6 +218,8 @@ int busbw_print_footer(FILE *f, const struct busbw_table *t) {
                     t->nranks, type, h.max_bytes);
     bench_result_to(f, "# ", name, "avg_busbw", h.avg, "GB/s", "%d ranks, nccl-tests' mean over %zu B - %zu B",
                     t->nranks, minb, maxb);
+    bench_result_to(f, "# ", name, "min_size_time", h.min_us, "us", "%d ranks, %s, %zu B, the faster placement: "
+                    "the latency floor", t->nranks, type, h.min_bytes);
   }
   fprintf(f, "#\n# Collective test concluded: %s\n#\n", t->prog);
   fflush(f);

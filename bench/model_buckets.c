@@ -1,60 +1,79 @@
-/* model_buckets.c - gradient bucket sizes of the ViT + DINO head described by a deck's &model.
- * Shapes from SCDINO_ALGORITHM.md sections 1-2 (DINO's vision_transformer.py and DINOHead). */
+/* model_buckets.c - the gradient all-reduce calls of the ViT + DINO head described by a deck's
+ * &model.  Nothing here restates the model or the bucketing: the tensor table is the trainer's
+ * (dino_build_tables), the ranges and their order are backward's (dino_ready_group,
+ * grad_comm_tensor_range) and the merging is the communicators' (grad_comm_plan), so the benchmark
+ * cannot drift from what the trainer sends. */
 #include "build_config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "config.h"
+#include "dino_model.h"
+#include "grad_comm.h"
 #include "model_buckets.h"
+#include "model_config.h"
 
-/* The position embedding is sized for 224-pixel images whatever the crop size (img_size=[224]). */
-#define POS_IMG 224
-
-static void put(size_t sizes[], int max, int *k, size_t v) {
-  if (*k < max) sizes[*k] = v;
-  (*k)++;
+/* Name of a call: the ready groups it covers joined by '+', or the first and last of them. */
+static void call_name(const struct vit *v, const struct grad_comm_range *ready, int nready,
+                      const struct grad_comm_range *call, char *buf) {
+  int first = -1, last = -1;
+  for (int k = 0; k < nready; k++) {
+    if (ready[k].count == 0 || ready[k].off < call->off || ready[k].off + ready[k].count > call->off + call->count)
+      continue;
+    if (first < 0) first = k;
+    last = k;
+  }
+  if (first < 0) {
+    snprintf(buf, BENCH_MODEL_NAME, "(not covered by a range)"); /* a gap finish() reduces */
+    return;
+  }
+  char a[32], b[32];
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int k = first; k <= last; k++) {
+    const int w = snprintf(buf + len, BENCH_MODEL_NAME - len, "%s%s", k > first ? "+" : "",
+                           dino_ready_name(v, k, a, sizeof a));
+    if (w < 0 || (size_t)w >= BENCH_MODEL_NAME - len) {
+      snprintf(buf, BENCH_MODEL_NAME, "%s..%s (%d ranges)", dino_ready_name(v, first, a, sizeof a),
+               dino_ready_name(v, last, b, sizeof b), last - first + 1);
+      return;
+    }
+    len += (size_t)w;
+  }
 }
 
-int bench_model_buckets(const struct config *cfg, size_t sizes[], int max) {
-  size_t d = (size_t)config_embed_dim(cfg), hid = (size_t)config_mlp_hidden(cfg);
-  size_t p = (size_t)cfg->model.patch_size, c = (size_t)cfg->data.n_channels;
-  int depth = config_depth(cfg), k = 0;
-  if (c == 0) return -1;
+int bench_model_buckets(const struct config *cfg, size_t sizes[], char (*names)[BENCH_MODEL_NAME], int max) {
+  if (cfg->data.n_channels == 0) return -1;
+  struct dino_spec spec;
+  model_config_spec(&spec, cfg, cfg->data.n_channels);
+  struct tensor_table tt;
+  struct vit v;
+  struct head h;
+  dino_build_tables(&spec, &tt, &v, &h);
 
-  /* Head last layer: weight_v (K x bottleneck), plus weight_g (K) when it is trained. */
-  size_t kout = (size_t)cfg->model.out_dim, bn = (size_t)cfg->model.head_bottleneck_dim;
-  put(sizes, max, &k, MUL_SIZE(kout, bn) + (cfg->model.norm_last_layer ? 0 : kout));
-  /* Head MLP: Linear(D, hidden), (nlayers-2) x Linear(hidden, hidden), Linear(hidden, bottleneck),
-   * all with biases; a single layer is Linear(D, bottleneck). */
-  size_t hh = (size_t)cfg->model.head_hidden_dim, nl = (size_t)cfg->model.head_nlayers;
-  if (nl == 1)
-    put(sizes, max, &k, MUL_SIZE(d, bn) + bn);
-  else
-    put(sizes, max, &k,
-        MUL_SIZE(d, hh) + hh + MUL_SIZE(nl - 2, MUL_SIZE(hh, hh) + hh) + MUL_SIZE(hh, bn) + bn);
-  put(sizes, max, &k, 2 * d); /* final LayerNorm */
-  /* A block: norm1 (2D), qkv (3D x D + 3D), proj (D x D + D), norm2 (2D), fc1 (H x D + H),
-   * fc2 (D x H + D): 12 tensors, 4D^2 + 2HD + H + 9D elements (12D^2 + 13D for H = 4D). */
-  size_t block = 4 * MUL_SIZE(d, d) + 2 * MUL_SIZE(hid, d) + hid + 9 * d;
-  for (int b = 0; b < depth; b++) put(sizes, max, &k, block);
-  /* Patch embedding Conv2d(C, D, p, p) with bias, cls token (D), position embedding (1+N0) x D. */
-  size_t side = POS_IMG / p;
-  put(sizes, max, &k, MUL_SIZE(MUL_SIZE(c, p * p), d) + d + d + (1 + side * side) * d);
-  return k;
-}
-
-const char *bench_model_bucket_name(const struct config *cfg, int i, char *buf, size_t n) {
-  int depth = config_depth(cfg);
-  if (i == 0)
-    snprintf(buf, n, "head.last_layer");
-  else if (i == 1)
-    snprintf(buf, n, "head.mlp");
-  else if (i == 2)
-    snprintf(buf, n, "norm");
-  else if (i < 3 + depth)
-    snprintf(buf, n, "blocks.%d", depth - 1 - (i - 3));
-  else
-    snprintf(buf, n, "patch_embed+cls_token+pos_embed");
-  return buf;
+  /* The ranges backward hands to the communicator, in its order (train_step.c's grads_ready). */
+  const int nready = dino_ready_count(&v);
+  struct grad_comm_range *ready = xmalloc(MUL_SIZE((size_t)nready, sizeof *ready));
+  for (int k = 0; k < nready; k++) {
+    int first, last;
+    dino_ready_group(&v, &h, k, &first, &last);
+    ready[k] = grad_comm_tensor_range(&tt, first, last);
+  }
+  /* The calls they become: count them first, then fill. */
+  const int ncalls = grad_comm_plan(ready, nready, tt.size, 0, NULL, 0);
+  struct grad_comm_range *calls = xmalloc(MUL_SIZE((size_t)ncalls, sizeof *calls));
+  const int filled = grad_comm_plan(ready, nready, tt.size, 0, calls, ncalls);
+  SCD_ASSERT(filled == ncalls);
+  for (int i = 0; i < ncalls && i < max; i++) {
+    sizes[i] = calls[i].count;
+    if (names) call_name(&v, ready, nready, &calls[i], names[i]);
+  }
+  free(calls);
+  free(ready);
+  vit_free(&v);
+  tensors_free(&tt);
+  return ncalls;
 }

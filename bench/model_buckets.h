@@ -1,4 +1,4 @@
-/* model_buckets.h - the gradient buckets the trainer all-reduces for a deck's &model. */
+/* model_buckets.h - the gradient all-reduce calls the trainer makes for a deck's &model. */
 #ifndef SCDINO_MODEL_BUCKETS_H
 #define SCDINO_MODEL_BUCKETS_H
 
@@ -6,14 +6,17 @@
 
 struct config;
 
-/* Element counts of the fp32 gradient buckets of the student (backbone + DINO head), in the order
- * backward produces them: head last layer, head MLP, final norm, blocks depth-1 .. 0, then patch
- * embedding with cls token and position embedding.  Only trainable tensors count (the last layer's
- * weight_g is fixed when norm_last_layer).  The channel count is the number of &data channels.
- * Writes at most max entries and returns how many buckets there are, or -1 when the deck selects
- * no channels (all channels of the shards: the count is not in the deck). */
-int bench_model_buckets(const struct config *cfg, size_t sizes[], int max);
-/* Name of bucket i in that order ("head.last_layer", "blocks.11", ...). */
-const char *bench_model_bucket_name(const struct config *cfg, int i, char *buf, size_t n);
+#define BENCH_MODEL_NAME 48 /* bytes of a call's name */
+
+/* Element counts of the fp32 gradient all-reduce calls of one training step of the student (ViT +
+ * DINO head), in the order the trainer issues them: the grads_ready ranges of dino_model_backward
+ * (dino_ready_group: head, final norm, blocks from the last to the first, embeddings; each range
+ * with its alignment padding, non-trainable tensors such as a fixed weight_g included, as the
+ * trainer hands them over) merged by the communicators' rule (grad_comm_plan, with
+ * GRAD_COMM_BUCKET_BYTES).  The channel count is the number of &data channels.  names (NULL: not
+ * wanted) gets each call's ready groups, "norm+blocks.11", or "A..B (k ranges)" when they do not
+ * fit.  Writes at most max entries and returns how many calls there are, or -1 when the deck
+ * selects no channels (all channels of the shards: the count is not in the deck). */
+int bench_model_buckets(const struct config *cfg, size_t sizes[], char (*names)[BENCH_MODEL_NAME], int max);
 
 #endif

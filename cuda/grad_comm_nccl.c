@@ -32,21 +32,17 @@
 
 #define NCCL_TIMEOUT_DEFAULT 600.0 /* seconds */
 
-struct range {
-  size_t off, n;
-};
-
 struct nccl_gc {
   const struct ops *ops;
   ncclComm_t comm;
   cudaStream_t compute, side;
   cudaEvent_t ready, done, computed;
-  size_t bucket;       /* elements: ranges are merged up to this size */
+  struct grad_comm_merge merge; /* the bucketing rule (grad_comm_plan.c) and its pending range */
   float *grads;
   size_t n;
-  size_t lo, hi;       /* pending merged range; empty when lo == hi */
-  struct range *sent;  /* ranges launched this step */
+  struct grad_comm_range *sent, *gaps; /* ranges launched this step; finish's gaps */
   int nsent, capsent;
+  int logged;                          /* the first step's calls have been logged */
   double timeout;
 };
 
@@ -150,13 +146,6 @@ static void wait_event(struct nccl_gc *g, cudaEvent_t ev, const char *what) {
 
 static void launch(struct nccl_gc *g, size_t off, size_t n) {
   if (n == 0) return;
-  if (g->nsent == g->capsent) {
-    g->capsent = g->capsent ? 2 * g->capsent : 64;
-    g->sent = xrealloc(g->sent, (size_t)g->capsent * sizeof *g->sent);
-  }
-  g->sent[g->nsent].off = off;
-  g->sent[g->nsent].n = n;
-  g->nsent++;
   /* after the kernels queued so far (they produced this range) */
   CHECK_CUDA(cudaEventRecord(g->ready, g->compute));
   CHECK_CUDA(cudaStreamWaitEvent(g->side, g->ready, 0));
@@ -165,54 +154,44 @@ static void launch(struct nccl_gc *g, size_t off, size_t n) {
                   g->comm);
 }
 
-static void flush_pending(struct nccl_gc *g) {
-  if (g->hi > g->lo) launch(g, g->lo, g->hi - g->lo);
-  g->lo = g->hi = 0;
+/* Start the calls the merge rule gave (remembered so that finish knows what is left). */
+static void send(struct nccl_gc *g, const struct grad_comm_range *r, int k) {
+  for (int i = 0; i < k; i++) {
+    if (g->nsent == g->capsent) {
+      g->capsent *= 2;
+      g->sent = xrealloc(g->sent, (size_t)g->capsent * sizeof *g->sent);
+      g->gaps = xrealloc(g->gaps, ((size_t)g->capsent + 1) * sizeof *g->gaps);
+    }
+    g->sent[g->nsent++] = r[i];
+    launch(g, r[i].off, r[i].count);
+  }
 }
 
 static void n_begin(struct grad_comm *gc, float *grads, size_t n) {
   struct nccl_gc *g = gc->impl;
   g->grads = grads;
   g->n = n;
-  g->lo = g->hi = 0;
+  g->merge.lo = g->merge.hi = 0; /* nothing pending from an abandoned step */
   g->nsent = 0;
 }
 
 static void n_bucket(struct grad_comm *gc, size_t off, size_t count) {
   struct nccl_gc *g = gc->impl;
   SCD_ASSERT(off + count <= g->n);
-  if (count == 0) return;
-  if (g->hi > g->lo && off + count == g->lo) {
-    g->lo = off; /* adjacent below the pending range (backward goes down the buffer) */
-  } else if (g->hi > g->lo && off == g->hi) {
-    g->hi = off + count;
-  } else {
-    flush_pending(g);
-    g->lo = off;
-    g->hi = off + count;
-  }
-  if (g->hi - g->lo >= g->bucket) flush_pending(g);
-}
-
-static int cmp_range(const void *a, const void *b) {
-  const struct range *x = a, *y = b;
-  return x->off < y->off ? -1 : x->off > y->off;
+  struct grad_comm_range r[2];
+  send(g, r, grad_comm_merge_add(&g->merge, off, count, r));
 }
 
 static void n_finish(struct grad_comm *gc) {
   struct nccl_gc *g = gc->impl;
-  flush_pending(g);
+  struct grad_comm_range last;
+  send(g, &last, grad_comm_merge_flush(&g->merge, &last));
+  if (!g->logged) grad_comm_log_calls("nccl", g->sent, g->nsent); /* before gaps sorts them */
+  g->logged = 1;
   /* What no bucket covered (padding, or no callback at all) is reduced now, in one group. */
-  qsort(g->sent, (size_t)g->nsent, sizeof *g->sent, cmp_range);
-  const int nsent = g->nsent;
-  size_t at = 0;
+  const int ng = grad_comm_gaps(g->sent, g->nsent, g->n, g->gaps);
   CHECK_NCCL_COMM(ncclGroupStart(), g->comm);
-  for (int i = 0; i < nsent; i++) {
-    SCD_ASSERT(g->sent[i].off >= at); /* ranges never overlap */
-    launch(g, at, g->sent[i].off - at);
-    at = g->sent[i].off + g->sent[i].n;
-  }
-  if (at < g->n) launch(g, at, g->n - at);
+  for (int i = 0; i < ng; i++) launch(g, g->gaps[i].off, g->gaps[i].count);
   CHECK_NCCL_COMM(ncclGroupEnd(), g->comm);
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
   /* First the compute that is still queued (not communication), then what is left of NCCL. */
@@ -253,6 +232,7 @@ static void n_destroy(struct grad_comm *gc) {
   CHECK_CUDA(cudaEventDestroy(g->computed));
   CHECK_CUDA(cudaStreamDestroy(g->side));
   free(g->sent);
+  free(g->gaps);
   free(g);
   free(gc);
 }
@@ -265,8 +245,10 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   struct nccl_gc *g = xcalloc(1, sizeof *g);
   g->ops = ops;
   g->compute = (cudaStream_t)stream;
-  g->bucket = (bucket_bytes ? bucket_bytes : GRAD_COMM_BUCKET_BYTES) / sizeof(float);
-  if (g->bucket == 0) g->bucket = 1;
+  grad_comm_merge_init(&g->merge, bucket_bytes);
+  g->capsent = 64; /* gaps always has room for nsent + 1 */
+  g->sent = xmalloc((size_t)g->capsent * sizeof *g->sent);
+  g->gaps = xmalloc(((size_t)g->capsent + 1) * sizeof *g->gaps);
   g->timeout = NCCL_TIMEOUT_DEFAULT;
   const char *to = getenv("SCDINO_NCCL_TIMEOUT");
   if (to && *to) {

@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,14 +148,56 @@ void dino_model_forward(struct dino_model *m, const float *global_crops, const f
   head_forward(&m->head, ops, m->student, &m->sh, (2 + nl) * B);
 }
 
+int dino_ready_count(const struct vit *v) { return v->d.depth + 3; }
+
+void dino_ready_group(const struct vit *v, const struct head *h, int k, int *first, int *last) {
+  const int depth = v->d.depth;
+  SCD_ASSERT(k >= 0 && k < dino_ready_count(v));
+  if (k == 0) {
+    *first = h->first;
+    *last = h->last;
+  } else if (k == 1) {
+    *first = v->norm_first;
+    *last = v->norm_last;
+  } else if (k < depth + 2) {
+    *first = v->blk[depth + 1 - k].first;
+    *last = v->blk[depth + 1 - k].last;
+  } else {
+    *first = v->embed_first;
+    *last = v->embed_last;
+  }
+}
+
+const char *dino_ready_name(const struct vit *v, int k, char *buf, size_t n) {
+  const int depth = v->d.depth;
+  SCD_ASSERT(k >= 0 && k < dino_ready_count(v));
+  if (k == 0)
+    snprintf(buf, n, "head");
+  else if (k == 1)
+    snprintf(buf, n, "norm");
+  else if (k < depth + 2)
+    snprintf(buf, n, "blocks.%d", depth + 1 - k);
+  else
+    snprintf(buf, n, "embed");
+  return buf;
+}
+
+/* Hand group *k (dino_ready_group) to the callback and move on to the next one. */
+static void ready(const struct dino_model *m, int *k, dino_grads_ready_fn cb, void *ctx) {
+  int first, last;
+  dino_ready_group(&m->vit, &m->head, (*k)++, &first, &last);
+  if (cb) cb(first, last, ctx);
+}
+
 void dino_model_backward(struct dino_model *m, int B, dino_grads_ready_fn cb, void *ctx) {
   const struct ops *ops = m->ops;
   const int nl = m->n_local;
   const struct vit *v = &m->vit;
   float *P = m->student, *G = m->grads;
+  int k = 0; /* next grads_ready group */
   ops->zero(G, m->tt.size * sizeof(float));
   head_backward(&m->head, ops, P, G, &m->sh, (2 + nl) * B);
-  if (cb) cb(m->head.first, m->head.last, ctx);
+  ready(m, &k, cb, ctx);
   /* Both backbone calls go backward block by block, so each block's gradient is complete (global
    * + local contributions) as early as possible. */
   vit_backward_begin(v, ops, P, G, &m->sg, 2 * B, m->sh.din);
@@ -162,15 +205,16 @@ void dino_model_backward(struct dino_model *m, int B, dino_grads_ready_fn cb, vo
     const char *din_local = (const char *)m->sh.din + (size_t)2 * B * v->d.dim * ops->act_size;
     vit_backward_begin(v, ops, P, G, &m->sl, nl * B, din_local);
   }
-  if (cb) cb(v->norm_first, v->norm_last, ctx);
+  ready(m, &k, cb, ctx); /* final norm */
   for (int i = v->d.depth - 1; i >= 0; i--) {
     vit_backward_block(v, ops, P, G, &m->sg, &m->vs, 2 * B, i);
     if (nl) vit_backward_block(v, ops, P, G, &m->sl, &m->vs, nl * B, i);
-    if (cb) cb(v->blk[i].first, v->blk[i].last, ctx);
+    ready(m, &k, cb, ctx); /* block i */
   }
   vit_backward_end(v, ops, P, G, &m->sg, &m->vs, 2 * B);
   if (nl) vit_backward_end(v, ops, P, G, &m->sl, &m->vs, nl * B);
-  if (cb) cb(v->embed_first, v->embed_last, ctx);
+  ready(m, &k, cb, ctx); /* embeddings */
+  SCD_ASSERT(k == dino_ready_count(v));
 }
 
 void dino_model_ema(struct dino_model *m, double momentum) {

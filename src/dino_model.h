@@ -34,6 +34,14 @@ struct dino_spec {
  * the table; their buffer ranges are contiguous) are final: head, final norm, each block from the
  * last to the first, then the embeddings.  The ranges are disjoint and cover the table. */
 typedef void (*dino_grads_ready_fn)(int first_tensor, int last_tensor, void *ctx);
+/* The grads_ready calls of one backward, in call order, from the tables alone (no memory, so
+ * scdino_allreduce_perf --sizes-from-model can replay them): group 0 the head, 1 the final norm,
+ * 2 .. depth+1 the blocks from the last to the first, depth+2 the embeddings.  Backward makes its
+ * calls through these, so the two cannot disagree. */
+int dino_ready_count(const struct vit *v);
+void dino_ready_group(const struct vit *v, const struct head *h, int k, int *first, int *last);
+/* Short name of group k: "head", "norm", "blocks.11", "embed" (cls_token, pos_embed, patch_embed). */
+const char *dino_ready_name(const struct vit *v, int k, char *buf, size_t n);
 
 /* Keys of the student's stochastic depth for one step: mask of (block, branch, crop, sample) is
  * drawn from RNG_DOMAIN_DROPPATH with id0 = step, so it does not depend on ranks or threads. */

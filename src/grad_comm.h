@@ -23,6 +23,8 @@
 
 #include "ops.h"
 
+struct tensor_table;
+
 #define GRAD_COMM_BUCKET_BYTES ((size_t)4 << 20) /* ranges are merged up to this size before sending */
 
 struct grad_comm {
@@ -44,5 +46,50 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
 
 /* Adapter for dino_loss_update_center's dino_allreduce_fn: ctx is a struct grad_comm. */
 void grad_comm_allreduce_cb(float *buf, size_t n, void *ctx);
+
+/* ---- the bucketing rule (grad_comm_plan.c) ------------------------------------------------------
+ *
+ * One definition of which all-reduce calls a sequence of ready ranges becomes, shared by the MPI
+ * and NCCL communicators (fed one range at a time, as backward hands them over) and by
+ * scdino_allreduce_perf --sizes-from-model (fed a whole step at once through grad_comm_plan), so
+ * that the benchmark sweeps exactly the calls the trainer makes.  The rule: a range adjacent to the
+ * pending one (just below it, as backward goes down the buffer, or just above) joins it; any other
+ * range sends the pending one first; the pending range is sent as soon as it reaches the bucket
+ * size, and at the end of the step.  A range larger than the bucket is one call, never split. */
+
+struct grad_comm_range {
+  size_t off, count; /* elements [off, off + count) of the gradient buffer */
+};
+
+struct grad_comm_merge {
+  size_t bucket; /* elements */
+  size_t lo, hi; /* pending (not yet sent) range; empty when lo == hi */
+};
+
+/* Elements of a bucket of bucket_bytes (0 = GRAD_COMM_BUCKET_BYTES) fp32 gradients; at least 1. */
+size_t grad_comm_bucket_elems(size_t bucket_bytes);
+void grad_comm_merge_init(struct grad_comm_merge *m, size_t bucket_bytes);
+/* Range [off, off + count) is ready: writes the calls to start now (0, 1 or 2, in that order) to
+ * out and returns how many.  An empty range changes nothing. */
+int grad_comm_merge_add(struct grad_comm_merge *m, size_t off, size_t count, struct grad_comm_range out[2]);
+/* End of backward: the pending range, if any (returns 0 or 1), and the state is empty again. */
+int grad_comm_merge_flush(struct grad_comm_merge *m, struct grad_comm_range *out);
+/* The parts of [0, total) that no range of sent covers, ascending (finish reduces them: padding, or
+ * a step without callbacks).  Sorts sent by offset; sent ranges must not overlap.  gaps has room
+ * for nsent + 1 entries; returns how many. */
+int grad_comm_gaps(struct grad_comm_range *sent, int nsent, size_t total, struct grad_comm_range *gaps);
+/* A whole step: the all-reduce calls, in issue order, that the ready ranges ready[0..nready) (in
+ * the order backward hands them over) become in a buffer of total elements, gaps last.  Writes at
+ * most max calls and returns how many there are. */
+int grad_comm_plan(const struct grad_comm_range *ready, int nready, size_t total, size_t bucket_bytes,
+                   struct grad_comm_range *calls, int max);
+/* The buffer range that goes to bucket_ready when tensors first..last of tt are final: from the
+ * first one's offset up to the next tensor's (alignment padding included, so the ranges of a step
+ * tile the buffer), or to the end of the buffer. */
+struct grad_comm_range grad_comm_tensor_range(const struct tensor_table *tt, int first, int last);
+/* Log (rank 0, verbosity 2) a step's bucket calls in issue order, as "gradient all-reduce WHO: N
+ * bucket calls per step, elements in issue order: a b ...": the communicators do it for their first
+ * step, so a run can be checked against scdino_allreduce_perf --sizes-from-model. */
+void grad_comm_log_calls(const char *who, const struct grad_comm_range *calls, int n);
 
 #endif

@@ -19,13 +19,15 @@ struct req {
 struct mpi_gc {
   const struct ops *ops;
   int host_mem;          /* the backend's device memory is host memory (CPU backend) */
-  size_t bucket;         /* elements: ranges are merged up to this size */
+  struct grad_comm_merge merge; /* the bucketing rule (grad_comm_plan.c) and its pending range */
   float *grads;          /* this step's buffer (device) */
   float *stage;          /* host copy of the gradients when !host_mem */
   size_t n;
-  size_t lo, hi;         /* pending (not yet sent) merged range; empty when lo == hi */
   struct req *reqs;
   int nreq, capreq;
+  struct grad_comm_range *sent, *gaps; /* this step's bucket calls (before chunking); finish's gaps */
+  int nsent, capsent;
+  int logged;                          /* the first step's calls have been logged */
   float *cstage;         /* host staging for allreduce_sum */
   size_t ncstage;
 };
@@ -48,11 +50,17 @@ static void launch(struct mpi_gc *g, size_t off, size_t n) {
   }
 }
 
-static void flush_pending(struct mpi_gc *g) {
-  if (g->hi > g->lo) {
-    launch(g, g->lo, g->hi - g->lo);
+/* Start the calls the merge rule gave (remembered so that finish knows what is left). */
+static void send(struct mpi_gc *g, const struct grad_comm_range *r, int k) {
+  for (int i = 0; i < k; i++) {
+    if (g->nsent == g->capsent) {
+      g->capsent *= 2;
+      g->sent = xrealloc(g->sent, (size_t)g->capsent * sizeof *g->sent);
+      g->gaps = xrealloc(g->gaps, ((size_t)g->capsent + 1) * sizeof *g->gaps);
+    }
+    g->sent[g->nsent++] = r[i];
+    launch(g, r[i].off, r[i].count);
   }
-  g->lo = g->hi = 0;
 }
 
 /* Let MPI progress the requests in flight (Open MPI advances non-blocking collectives only inside
@@ -75,52 +83,36 @@ static void m_begin(struct grad_comm *gc, float *grads, size_t n) {
     g->stage = xmalloc(MUL_SIZE(n, sizeof(float)));
   }
   g->n = n;
-  g->lo = g->hi = 0;
+  g->merge.lo = g->merge.hi = 0; /* nothing pending from an abandoned step */
+  g->nsent = 0;
 }
 
 static void m_bucket(struct grad_comm *gc, size_t off, size_t count) {
   struct mpi_gc *g = gc->impl;
   SCD_ASSERT(off + count <= g->n);
   if (gc->world == 1 || count == 0) return;
-  if (g->hi > g->lo && off + count == g->lo) {
-    g->lo = off; /* adjacent below the pending range: merge */
-  } else if (g->hi > g->lo && off == g->hi) {
-    g->hi = off + count; /* adjacent above */
-  } else {
-    flush_pending(g);
-    g->lo = off;
-    g->hi = off + count;
-  }
-  if (g->hi - g->lo >= g->bucket) flush_pending(g);
+  struct grad_comm_range r[2];
+  send(g, r, grad_comm_merge_add(&g->merge, off, count, r));
   progress(g);
-}
-
-static int cmp_req(const void *a, const void *b) {
-  const struct req *x = a, *y = b;
-  return x->off < y->off ? -1 : x->off > y->off;
 }
 
 static void m_finish(struct grad_comm *gc) {
   struct mpi_gc *g = gc->impl;
   if (gc->world == 1) return;
-  flush_pending(g);
+  struct grad_comm_range last;
+  send(g, &last, grad_comm_merge_flush(&g->merge, &last));
+  if (!g->logged) grad_comm_log_calls("mpi", g->sent, g->nsent); /* before gaps sorts them */
+  g->logged = 1;
   const double t0 = wtime();
   /* Whatever no bucket covered (padding between ranges, or no callback at all) is reduced now. */
-  qsort(g->reqs, (size_t)g->nreq, sizeof *g->reqs, cmp_req);
-  size_t at = 0;
-  const int nsent = g->nreq;
-  for (int i = 0; i < nsent; i++) {
-    const size_t off = g->reqs[i].off, n = g->reqs[i].n;
-    SCD_ASSERT(off >= at); /* ranges never overlap */
-    if (off > at) launch(g, at, off - at);
-    at = off + n;
-  }
-  if (at < g->n) launch(g, at, g->n - at);
+  const int ng = grad_comm_gaps(g->sent, g->nsent, g->n, g->gaps);
+  for (int i = 0; i < ng; i++) launch(g, g->gaps[i].off, g->gaps[i].count);
   for (int i = 0; i < g->nreq; i++)
     if (g->reqs[i].r != MPI_REQUEST_NULL) CHECK_MPI(MPI_Wait(&g->reqs[i].r, MPI_STATUS_IGNORE));
   gc->wait_seconds += wtime() - t0;
   if (!g->host_mem) g->ops->upload(g->grads, g->stage, g->n * sizeof(float));
   g->nreq = 0;
+  g->nsent = 0;
   /* The mean over ranks, as DDP: sum / world (exact for a power-of-two world). */
   const float scale = 1.0f / (float)gc->world;
   struct ops_seg seg = {0, g->n};
@@ -152,6 +144,8 @@ static void m_destroy(struct grad_comm *gc) {
   free(g->stage);
   free(g->cstage);
   free(g->reqs);
+  free(g->sent);
+  free(g->gaps);
   free(g);
   free(gc);
 }
@@ -161,8 +155,10 @@ struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_byte
   struct mpi_gc *g = xcalloc(1, sizeof *g);
   g->ops = ops;
   g->host_mem = strcmp(ops->name, "cpu") == 0;
-  g->bucket = (bucket_bytes ? bucket_bytes : GRAD_COMM_BUCKET_BYTES) / sizeof(float);
-  if (g->bucket == 0) g->bucket = 1;
+  grad_comm_merge_init(&g->merge, bucket_bytes);
+  g->capsent = 64; /* gaps always has room for nsent + 1 */
+  g->sent = xmalloc((size_t)g->capsent * sizeof *g->sent);
+  g->gaps = xmalloc(((size_t)g->capsent + 1) * sizeof *g->gaps);
   gc->name = "mpi";
   gc->world = comm_size();
   gc->begin_step = m_begin;

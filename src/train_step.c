@@ -27,11 +27,9 @@ static void inject_nan(struct trainer *t) {
  * included (so the ranges tile the buffer), goes to the communicator. */
 static void on_grads_ready(int first, int last, void *ctx) {
   struct trainer *t = ctx;
-  const struct tensor_table *tt = &t->model->tt;
-  const size_t off = tt->t[first].off;
-  const size_t end = last + 1 < tt->n ? tt->t[last + 1].off : tt->size;
+  const struct grad_comm_range r = grad_comm_tensor_range(&t->model->tt, first, last);
   if (t->nan_pending >= first && t->nan_pending <= last) inject_nan(t);
-  t->gc->bucket_ready(t->gc, off, end - off);
+  t->gc->bucket_ready(t->gc, r.off, r.count);
 }
 
 /* The per-step host all-reduce: images, losses, failures and stop requests of all ranks. */

@@ -69,6 +69,8 @@ if [ "$PYTHON3" != none ] && "$PYTHON3" -c 'import matplotlib, sklearn' 2>/dev/n
     [ -s "run/plots/$f.png" ] || fail "run/plots/$f.png missing"
   done
   ls run/plots | grep -q tmp && fail "temporary files left in run/plots"
+else
+  echo "note: plot check not run (no Python with matplotlib and scikit-learn: scripts/setup.sh --tests)"
 fi
 
 # Again on two ranks, into another run_dir: the shards are complete, so prepare is skipped.

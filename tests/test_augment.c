@@ -248,10 +248,71 @@ static void test_pipeline(void) {
   augment_work_destroy(w);
 }
 
+/* Channel indices of two digits (upstream's selected_channels string allows single digits only):
+ * a 12-channel image, channels = 11, 3, 10; the deterministic crop must be exactly those planes,
+ * min-max scaled, resized and normalised with their own statistics. */
+static void test_many_channels(void) {
+  enum { C12 = 12 };
+  struct config cfg;
+  setup(&cfg);
+  cfg.crops.augment = 0;
+  cfg.data.n_channels = 3;
+  cfg.data.channels[0] = 11;
+  cfg.data.channels[1] = 3;
+  cfg.data.channels[2] = 10;
+  double mean12[C12], std12[C12];
+  for (int c = 0; c < C12; c++) {
+    mean12[c] = 0.1 + 0.03 * c;
+    std12[c] = 0.15 + 0.01 * c;
+  }
+  struct augment a;
+  augment_init(&a, &cfg, C12, H, W, IMGOPS_U16, mean12, std12);
+  T_CHECK(a.nsel == 3 && a.sel[0] == 11 && a.sel[1] == 3 && a.sel[2] == 10, "selection 11, 3, 10");
+  T_CHECK(a.mean[0] == (float)mean12[11] && a.std[2] == (float)std12[10], "statistics of channels 11 and 10");
+  /* Each plane its own pattern, so a wrong plane cannot pass. */
+  uint16_t *img = malloc(sizeof(uint16_t) * C12 * H * W);
+  for (int c = 0; c < C12; c++)
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++)
+        img[(c * H + y) * W + x] = (uint16_t)(500 + 400 * sin(0.1 * (c + 1) * x + 0.07 * c * y) + 37 * c);
+  struct augment_work *w = augment_work_create(&a);
+  float *out[6];
+  for (int k = 0; k < augment_ncrops(&a); k++) out[k] = malloc(sizeof(float) * 3 * 64 * 64);
+  T_CHECK(augment_image(&a, w, img, 0, 0, out) == 0, "12-channel image rejected");
+  /* Expected: the planes copied out by hand, then the plain operations. */
+  float *planes = malloc(sizeof(float) * 3 * H * W), *ref = malloc(sizeof(float) * 3 * 64 * 64);
+  const int want[3] = {11, 3, 10};
+  for (int j = 0; j < 3; j++) {
+    const uint16_t *p = img + (size_t)want[j] * H * W;
+    uint16_t lo = p[0], hi = p[0];
+    for (int i = 0; i < H * W; i++) {
+      lo = p[i] < lo ? p[i] : lo;
+      hi = p[i] > hi ? p[i] : hi;
+    }
+    for (int i = 0; i < H * W; i++) planes[(size_t)j * H * W + i] = (float)((double)(p[i] - lo) / (double)(hi - lo));
+  }
+  float *scaled = malloc(sizeof(float) * 3 * H * W);
+  T_CHECK(imgops_minmax_scale(img, IMGOPS_U16, C12, H, W, a.sel, 3, scaled) == 0, "minmax");
+  double maxdiff = 0;
+  for (int i = 0; i < 3 * H * W; i++) maxdiff = fmax(maxdiff, fabs((double)scaled[i] - planes[i]));
+  T_CHECK(maxdiff < 1e-6, "min-max of channels 11, 3, 10 differs from the planes by %g", maxdiff);
+  imgops_resize_bicubic(scaled, 3, H, W, ref, 64, 64);
+  imgops_normalize(ref, 3, 64 * 64, a.mean, a.std);
+  T_CHECK(memcmp(ref, out[0], sizeof(float) * 3 * 64 * 64) == 0, "global crop of channels 11, 3, 10");
+  printf("  channels 11, 3, 10 of a 12-channel image: min-max within %.1e, crop exact\n", maxdiff);
+  for (int k = 0; k < augment_ncrops(&a); k++) free(out[k]);
+  free(planes);
+  free(scaled);
+  free(ref);
+  free(img);
+  augment_work_destroy(w);
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
   test_rrc();
   test_draw_frequencies();
   test_pipeline();
+  test_many_channels();
   return t_finish();
 }

@@ -1,6 +1,6 @@
 /* test_busbw.c - unit tests of the busbw benchmark: sizes and flags, nccl-tests' counts and bus
  * factors, number formatting, 16-bit float codecs, exact data of every collective simulated on the
- * host for 1..300 ranks in two reduction orders, and the model's gradient buckets. */
+ * host for 1..300 ranks in two reduction orders, and the all-reduce calls of a model's step. */
 #include "build_config.h"
 
 #include <math.h>
@@ -327,30 +327,41 @@ static size_t ref_size(const char *name) {
   return n;
 }
 
+/* The calls of one step: backward's ready ranges (head, norm, blocks 11..0, embeddings) merged up to
+ * GRAD_COMM_BUCKET_BYTES (1 Mi floats) by the communicators' rule: the head (over the bucket) goes
+ * alone, the final norm joins block 11, every other block is over the bucket, the embeddings go
+ * at the end.  The whole head goes, weight_g too when it is fixed (the trainer hands over buffer
+ * ranges, not trainable tensors). */
 static void test_model(void) {
   static struct config cfg;
   size_t b[64];
+  static char names[64][BENCH_MODEL_NAME];
   config_defaults(&cfg);
-  T_CHECK(bench_model_buckets(&cfg, b, 64) == -1, "no channels in the deck: -1");
+  T_CHECK(bench_model_buckets(&cfg, b, names, 64) == -1, "no channels in the deck: -1");
   cfg.data.n_channels = 5; /* vit_small, patch 16, K = 65536: the published scDINO model */
-  int n = bench_model_buckets(&cfg, b, 64);
-  T_CHECK(n == 16, "vit_small: %d buckets", n);
+  int n = bench_model_buckets(&cfg, b, names, 64);
+  T_CHECK(n == 14, "vit_small: %d calls", n);
+  const size_t D = 384, block = 12 * D * D + 13 * D, embed = D + 197 * D + 5 * 16 * 16 * D + D;
+  T_CHECK(b[0] == 22352128, "head with weight_g: %zu (SCDINO_ALGORITHM.md 2)", b[0]);
+  T_CHECK(b[1] == 2 * D + block, "final norm + block 11: %zu", b[1]);
+  int blocks_ok = 1;
+  for (int i = 2; i < 13; i++) blocks_ok &= b[i] == block;
+  T_CHECK(blocks_ok, "blocks 10..0: %zu each", block);
+  T_CHECK(b[13] == embed, "embeddings %zu vs %zu", b[13], embed);
   size_t backbone = 0;
-  for (int i = 2; i < n; i++) backbone += b[i];
+  for (int i = 1; i < n; i++) backbone += b[i];
   T_CHECK(backbone == 21862272, "vit_small p16 C=5 backbone %zu (SCDINO_ALGORITHM.md 1.1)", backbone);
-  T_CHECK(b[0] + b[1] == 22352128 - 65536, "head without the fixed weight_g: %zu", b[0] + b[1]);
+  T_CHECK(!strcmp(names[0], "head") && !strcmp(names[1], "norm+blocks.11") && !strcmp(names[2], "blocks.10") &&
+              !strcmp(names[12], "blocks.0") && !strcmp(names[13], "embed"),
+          "call names in issue order: %s, %s, %s, %s, %s", names[0], names[1], names[2], names[12], names[13]);
   cfg.model.norm_last_layer = 0;
-  bench_model_buckets(&cfg, b, 64);
-  T_CHECK(b[0] + b[1] == 22352128, "head with weight_g trained: %zu (SCDINO_ALGORITHM.md 2)", b[0] + b[1]);
-  T_CHECK(bench_model_buckets(&cfg, b, 3) == 16, "the count even when max is small");
-  char name[64];
-  T_CHECK(!strcmp(bench_model_bucket_name(&cfg, 3, name, sizeof name), "blocks.11") &&
-              !strcmp(bench_model_bucket_name(&cfg, 14, name, sizeof name), "blocks.0") &&
-              !strcmp(bench_model_bucket_name(&cfg, 15, name, sizeof name), "patch_embed+cls_token+pos_embed") &&
-              !strcmp(bench_model_bucket_name(&cfg, 0, name, sizeof name), "head.last_layer"),
-          "bucket names in backward order");
+  size_t b2[64];
+  T_CHECK(bench_model_buckets(&cfg, b2, NULL, 64) == 14 && !memcmp(b, b2, 14 * sizeof *b),
+          "a trained weight_g changes no call");
+  T_CHECK(bench_model_buckets(&cfg, b, NULL, 3) == 14, "the count even when max is small");
 
-  /* The tiny reference model: custom D=48, depth 2, patch 8, 3 channels, head 96/32/64. */
+  /* The tiny reference model (custom D=48, depth 2, patch 8, 3 channels, head 96/32/64): the whole
+   * step is under one bucket, so finish sends it as one call. */
   const char *h5 = t_datafile("dino_tiny.h5");
   config_defaults(&cfg);
   snprintf(cfg.model.arch, sizeof cfg.model.arch, "custom");
@@ -365,30 +376,29 @@ static void test_model(void) {
   cfg.model.head_nlayers = (long)t_h5_attr(h5, "nlayers");
   cfg.model.norm_last_layer = 1;
   cfg.data.n_channels = (int)t_h5_attr(h5, "chans");
-  n = bench_model_buckets(&cfg, b, 64);
-  T_CHECK(n == 6, "tiny model: %d buckets", n);
-  T_CHECK(b[0] == ref_size("head.last_layer.weight_v"), "last layer %zu", b[0]);
-  size_t mlp = ref_size("head.mlp.0.weight") + ref_size("head.mlp.0.bias") + ref_size("head.mlp.2.weight") +
-               ref_size("head.mlp.2.bias") + ref_size("head.mlp.4.weight") + ref_size("head.mlp.4.bias");
-  T_CHECK(b[1] == mlp, "head mlp %zu vs %zu", b[1], mlp);
-  T_CHECK(b[2] == ref_size("backbone.norm.weight") + ref_size("backbone.norm.bias"), "final norm %zu", b[2]);
+  n = bench_model_buckets(&cfg, b, names, 64);
+  T_CHECK(n == 1, "tiny model: %d calls", n);
+  static const char *const tensors[] = {
+      "head.last_layer.weight_g", "head.last_layer.weight_v", "head.mlp.0.weight", "head.mlp.0.bias",
+      "head.mlp.2.weight",        "head.mlp.2.bias",          "head.mlp.4.weight", "head.mlp.4.bias",
+      "backbone.norm.weight",     "backbone.norm.bias",       "backbone.cls_token",
+      "backbone.patch_embed.proj.weight", "backbone.patch_embed.proj.bias"};
+  size_t all = 0;
+  for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) all += ref_size(tensors[i]);
   static const char *const block_tensors[] = {"norm1.weight", "norm1.bias",   "attn.qkv.weight", "attn.qkv.bias",
                                               "attn.proj.weight", "attn.proj.bias", "norm2.weight", "norm2.bias",
                                               "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"};
-  for (int blk = 0; blk < 2; blk++) {
-    size_t s = 0;
-    char nm[96];
+  for (int blk = 0; blk < 2; blk++)
     for (int i = 0; i < 12; i++) {
+      char nm[96];
       snprintf(nm, sizeof nm, "backbone.blocks.%d.%s", blk, block_tensors[i]);
-      s += ref_size(nm);
+      all += ref_size(nm);
     }
-    T_CHECK(b[3 + (1 - blk)] == s, "block %d: %zu vs %zu", blk, b[3 + (1 - blk)], s);
-  }
   /* The reference was built for 32-pixel images; ours keeps upstream's 224-pixel position grid. */
-  size_t d = 48, grid = 224 / 8;
-  size_t patch = ref_size("backbone.patch_embed.proj.weight") + ref_size("backbone.patch_embed.proj.bias") +
-                 ref_size("backbone.cls_token") + (1 + grid * grid) * d;
-  T_CHECK(b[5] == patch, "patch embedding bucket %zu vs %zu", b[5], patch);
+  const size_t d = 48, grid = 224 / 8;
+  all += (1 + grid * grid) * d;
+  T_CHECK(b[0] == all, "tiny model: one call of %zu elements, the whole buffer %zu", b[0], all);
+  T_CHECK(!strcmp(names[0], "head+norm+blocks.1+blocks.0+embed"), "tiny model call '%s'", names[0]);
 }
 
 int main(int argc, char **argv) {

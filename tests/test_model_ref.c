@@ -16,6 +16,7 @@
 #include "dino_loss.h"
 #include "dino_model.h"
 #include "dino_ref.h"
+#include "grad_comm.h"
 #include "ops.h"
 #include "optim.h"
 #include "testutil.h"
@@ -165,6 +166,19 @@ static void check_ready(const struct ready *r, const struct dino_model *m) {
   }
   T_CHECK(ok, "grads_ready ranges (%d calls) are not head, norm, blocks %d..0, embeddings",
           r->calls, depth - 1);
+  /* They are what dino_ready_group lists (the sequence scdino_allreduce_perf --sizes-from-model
+   * replays), and their buffer ranges (grad_comm_tensor_range, padding included) tile the buffer
+   * from the top down, so the communicator sees adjacent descending ranges. */
+  int same = r->calls == dino_ready_count(&m->vit);
+  size_t top = m->tt.size;
+  for (int k = 0; same && k < r->calls; k++) {
+    int first, last;
+    dino_ready_group(&m->vit, &m->head, k, &first, &last);
+    const struct grad_comm_range g = grad_comm_tensor_range(&m->tt, first, last);
+    same = first == r->first[k] && last == r->last[k] && g.off + g.count == top;
+    top = g.off;
+  }
+  T_CHECK(same && top == 0, "grads_ready calls differ from dino_ready_group, or their ranges do not tile the buffer");
 }
 
 static float *upload_dataset(const char *dset, size_t *n_out) {

@@ -4,20 +4,22 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
-#   STAGE     tests | bench | torch | train | all (default all = tests bench torch train)
+#   STAGE     tests | bench | torch | train | busbw | all (default all = tests bench torch train busbw)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
 #             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64, then the largest batch
 #                    that fits (bf16)
 #             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
+#             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
+#                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
 # Runs from the repository root.  Needs no MPI, HDF5 or libtiff of its own: the Debian runtime
 # packages in PACK_DIR/debs are unpacked into a private prefix (/tmp/scdino-rt), never into /.
 set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests bench torch train"
+[ "$stages" = all ] && stages="tests bench torch train busbw"
 out=${OUT:-/tmp/scdino-gpu-out}
 mkdir -p "$out"
 tests_log=$out/tests.log
@@ -158,6 +160,22 @@ NML
   fi
 fi
 
+# ---- NCCL bus bandwidth ------------------------------------------------------------------------------
+if [[ " $stages " == *" busbw "* ]]; then
+  busbw_log=$out/busbw.log
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  for n in 1 $([ "${ngpu:-0}" -gt 1 ] && echo "$ngpu"); do
+    echo "==== scdino_allreduce_perf -B nccl, $n rank(s)" >> "$busbw_log"
+    if timeout 300 mpirun.openmpi --oversubscribe -np "$n" "$bin/scdino_allreduce_perf" -B nccl -b 8 -e 1G -f 4 \
+      -n 50 -w 5 -c 10 --json "$out/busbw-np$n.json" >> "$busbw_log" 2>&1; then
+      note "NCCL all_reduce on $n rank(s): $(grep -E 'BENCH .* min_size_time' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
+      [ "$n" -gt 1 ] && note "  $(grep -E 'BENCH .* max_size_busbw' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
+    else
+      note "scdino_allreduce_perf -B nccl on $n rank(s) failed: $(tail -1 "$busbw_log")"
+    fi
+  done
+fi
+
 # ---- the table ---------------------------------------------------------------------------------------
 if [ -s "${results:-/nonexistent}" ]; then
   {
@@ -176,4 +194,4 @@ if [ -s "${results:-/nonexistent}" ]; then
     done < "$results"
   } | tee -a "$summary"
 fi
-echo "logs: $out (summary.txt, tests.log, bench.log, results.txt)"
+echo "logs: $out (summary.txt, tests.log, bench.log, busbw.log, results.txt)"
