@@ -40,8 +40,7 @@ struct nccl_gc {
   struct grad_comm_merge merge; /* the bucketing rule (grad_comm_plan.c) and its pending range */
   float *grads;
   size_t n;
-  struct grad_comm_range *sent, *gaps; /* ranges launched this step; finish's gaps */
-  int nsent, capsent;
+  struct grad_comm_sent sent; /* ranges launched this step; finish's gaps */
   int logged;                          /* the first step's calls have been logged */
   double timeout;
 };
@@ -157,12 +156,7 @@ static void launch(struct nccl_gc *g, size_t off, size_t n) {
 /* Start the calls the merge rule gave (remembered so that finish knows what is left). */
 static void send(struct nccl_gc *g, const struct grad_comm_range *r, int k) {
   for (int i = 0; i < k; i++) {
-    if (g->nsent == g->capsent) {
-      g->capsent *= 2;
-      g->sent = xrealloc(g->sent, (size_t)g->capsent * sizeof *g->sent);
-      g->gaps = xrealloc(g->gaps, ((size_t)g->capsent + 1) * sizeof *g->gaps);
-    }
-    g->sent[g->nsent++] = r[i];
+    grad_comm_sent_push(&g->sent, r[i]);
     launch(g, r[i].off, r[i].count);
   }
 }
@@ -172,7 +166,7 @@ static void n_begin(struct grad_comm *gc, float *grads, size_t n) {
   g->grads = grads;
   g->n = n;
   g->merge.lo = g->merge.hi = 0; /* nothing pending from an abandoned step */
-  g->nsent = 0;
+  g->sent.n = 0;
 }
 
 static void n_bucket(struct grad_comm *gc, size_t off, size_t count) {
@@ -186,12 +180,12 @@ static void n_finish(struct grad_comm *gc) {
   struct nccl_gc *g = gc->impl;
   struct grad_comm_range last;
   send(g, &last, grad_comm_merge_flush(&g->merge, &last));
-  if (!g->logged) grad_comm_log_calls("nccl", g->sent, g->nsent); /* before gaps sorts them */
+  if (!g->logged) grad_comm_log_calls("nccl", g->sent.v, g->sent.n); /* before gaps sorts them */
   g->logged = 1;
   /* What no bucket covered (padding, or no callback at all) is reduced now, in one group. */
-  const int ng = grad_comm_gaps(g->sent, g->nsent, g->n, g->gaps);
+  const int ng = grad_comm_gaps(g->sent.v, g->sent.n, g->n, g->sent.gaps);
   CHECK_NCCL_COMM(ncclGroupStart(), g->comm);
-  for (int i = 0; i < ng; i++) launch(g, g->gaps[i].off, g->gaps[i].count);
+  for (int i = 0; i < ng; i++) launch(g, g->sent.gaps[i].off, g->sent.gaps[i].count);
   CHECK_NCCL_COMM(ncclGroupEnd(), g->comm);
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
   /* First the compute that is still queued (not communication), then what is left of NCCL. */
@@ -206,7 +200,7 @@ static void n_finish(struct grad_comm *gc) {
     const struct ops_seg seg = {0, g->n};
     g->ops->seg_scale(g->grads, &seg, &scale, 1);
   }
-  g->nsent = 0;
+  g->sent.n = 0;
 }
 
 static void n_allreduce(struct grad_comm *gc, float *buf, size_t n) {
@@ -231,8 +225,7 @@ static void n_destroy(struct grad_comm *gc) {
   CHECK_CUDA(cudaEventDestroy(g->done));
   CHECK_CUDA(cudaEventDestroy(g->computed));
   CHECK_CUDA(cudaStreamDestroy(g->side));
-  free(g->sent);
-  free(g->gaps);
+  grad_comm_sent_free(&g->sent);
   free(g);
   free(gc);
 }
@@ -246,9 +239,7 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   g->ops = ops;
   g->compute = (cudaStream_t)stream;
   grad_comm_merge_init(&g->merge, bucket_bytes);
-  g->capsent = 64; /* gaps always has room for nsent + 1 */
-  g->sent = xmalloc((size_t)g->capsent * sizeof *g->sent);
-  g->gaps = xmalloc(((size_t)g->capsent + 1) * sizeof *g->gaps);
+  grad_comm_sent_init(&g->sent);
   g->timeout = NCCL_TIMEOUT_DEFAULT;
   const char *to = getenv("SCDINO_NCCL_TIMEOUT");
   if (to && *to) {

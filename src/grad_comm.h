@@ -66,6 +66,16 @@ struct grad_comm_merge {
   size_t lo, hi; /* pending (not yet sent) range; empty when lo == hi */
 };
 
+/* The calls a communicator started this step (finish reduces what they left out: grad_comm_gaps),
+ * with room for the gaps: gaps always holds n + 1 entries. */
+struct grad_comm_sent {
+  struct grad_comm_range *v, *gaps;
+  int n, cap;
+};
+void grad_comm_sent_init(struct grad_comm_sent *s);
+void grad_comm_sent_push(struct grad_comm_sent *s, struct grad_comm_range r);
+void grad_comm_sent_free(struct grad_comm_sent *s);
+
 /* Elements of a bucket of bucket_bytes (0 = GRAD_COMM_BUCKET_BYTES) fp32 gradients; at least 1. */
 size_t grad_comm_bucket_elems(size_t bucket_bytes);
 void grad_comm_merge_init(struct grad_comm_merge *m, size_t bucket_bytes);

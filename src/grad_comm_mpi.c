@@ -25,8 +25,7 @@ struct mpi_gc {
   size_t n;
   struct req *reqs;
   int nreq, capreq;
-  struct grad_comm_range *sent, *gaps; /* this step's bucket calls (before chunking); finish's gaps */
-  int nsent, capsent;
+  struct grad_comm_sent sent; /* this step's bucket calls (before chunking); finish's gaps */
   int logged;                          /* the first step's calls have been logged */
   float *cstage;         /* host staging for allreduce_sum */
   size_t ncstage;
@@ -53,12 +52,7 @@ static void launch(struct mpi_gc *g, size_t off, size_t n) {
 /* Start the calls the merge rule gave (remembered so that finish knows what is left). */
 static void send(struct mpi_gc *g, const struct grad_comm_range *r, int k) {
   for (int i = 0; i < k; i++) {
-    if (g->nsent == g->capsent) {
-      g->capsent *= 2;
-      g->sent = xrealloc(g->sent, (size_t)g->capsent * sizeof *g->sent);
-      g->gaps = xrealloc(g->gaps, ((size_t)g->capsent + 1) * sizeof *g->gaps);
-    }
-    g->sent[g->nsent++] = r[i];
+    grad_comm_sent_push(&g->sent, r[i]);
     launch(g, r[i].off, r[i].count);
   }
 }
@@ -84,7 +78,7 @@ static void m_begin(struct grad_comm *gc, float *grads, size_t n) {
   }
   g->n = n;
   g->merge.lo = g->merge.hi = 0; /* nothing pending from an abandoned step */
-  g->nsent = 0;
+  g->sent.n = 0;
 }
 
 static void m_bucket(struct grad_comm *gc, size_t off, size_t count) {
@@ -101,18 +95,18 @@ static void m_finish(struct grad_comm *gc) {
   if (gc->world == 1) return;
   struct grad_comm_range last;
   send(g, &last, grad_comm_merge_flush(&g->merge, &last));
-  if (!g->logged) grad_comm_log_calls("mpi", g->sent, g->nsent); /* before gaps sorts them */
+  if (!g->logged) grad_comm_log_calls("mpi", g->sent.v, g->sent.n); /* before gaps sorts them */
   g->logged = 1;
   const double t0 = wtime();
   /* Whatever no bucket covered (padding between ranges, or no callback at all) is reduced now. */
-  const int ng = grad_comm_gaps(g->sent, g->nsent, g->n, g->gaps);
-  for (int i = 0; i < ng; i++) launch(g, g->gaps[i].off, g->gaps[i].count);
+  const int ng = grad_comm_gaps(g->sent.v, g->sent.n, g->n, g->sent.gaps);
+  for (int i = 0; i < ng; i++) launch(g, g->sent.gaps[i].off, g->sent.gaps[i].count);
   for (int i = 0; i < g->nreq; i++)
     if (g->reqs[i].r != MPI_REQUEST_NULL) CHECK_MPI(MPI_Wait(&g->reqs[i].r, MPI_STATUS_IGNORE));
   gc->wait_seconds += wtime() - t0;
   if (!g->host_mem) g->ops->upload(g->grads, g->stage, g->n * sizeof(float));
   g->nreq = 0;
-  g->nsent = 0;
+  g->sent.n = 0;
   /* The mean over ranks, as DDP: sum / world (exact for a power-of-two world). */
   const float scale = 1.0f / (float)gc->world;
   struct ops_seg seg = {0, g->n};
@@ -144,8 +138,7 @@ static void m_destroy(struct grad_comm *gc) {
   free(g->stage);
   free(g->cstage);
   free(g->reqs);
-  free(g->sent);
-  free(g->gaps);
+  grad_comm_sent_free(&g->sent);
   free(g);
   free(gc);
 }
@@ -156,9 +149,7 @@ struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_byte
   g->ops = ops;
   g->host_mem = strcmp(ops->name, "cpu") == 0;
   grad_comm_merge_init(&g->merge, bucket_bytes);
-  g->capsent = 64; /* gaps always has room for nsent + 1 */
-  g->sent = xmalloc((size_t)g->capsent * sizeof *g->sent);
-  g->gaps = xmalloc(((size_t)g->capsent + 1) * sizeof *g->gaps);
+  grad_comm_sent_init(&g->sent);
   gc->name = "mpi";
   gc->world = comm_size();
   gc->begin_step = m_begin;

@@ -46,6 +46,29 @@ int grad_comm_merge_add(struct grad_comm_merge *m, size_t off, size_t count, str
   return k;
 }
 
+void grad_comm_sent_init(struct grad_comm_sent *s) {
+  s->n = 0;
+  s->cap = 64;
+  s->v = xmalloc((size_t)s->cap * sizeof *s->v);
+  s->gaps = xmalloc(((size_t)s->cap + 1) * sizeof *s->gaps);
+}
+
+void grad_comm_sent_push(struct grad_comm_sent *s, struct grad_comm_range r) {
+  if (s->n == s->cap) {
+    s->cap *= 2;
+    s->v = xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
+    s->gaps = xrealloc(s->gaps, ((size_t)s->cap + 1) * sizeof *s->gaps);
+  }
+  s->v[s->n++] = r;
+}
+
+void grad_comm_sent_free(struct grad_comm_sent *s) {
+  free(s->v);
+  free(s->gaps);
+  s->v = s->gaps = NULL;
+  s->n = s->cap = 0;
+}
+
 static int cmp_range(const void *a, const void *b) {
   const struct grad_comm_range *x = a, *y = b;
   return x->off < y->off ? -1 : x->off > y->off;

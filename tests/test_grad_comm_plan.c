@@ -131,10 +131,29 @@ static void test_tensor_range(void) {
   tensors_free(&tt);
 }
 
+/* The communicators' record of calls grows past its first capacity and keeps room for the gaps. */
+static void test_sent(void) {
+  struct grad_comm_sent s;
+  grad_comm_sent_init(&s);
+  enum { N = 200 };
+  for (int i = 0; i < N; i++) grad_comm_sent_push(&s, (struct grad_comm_range){(size_t)(N - 1 - i) * 10, 5});
+  T_CHECK(s.n == N && s.cap >= N, "pushed %d, n %d, cap %d", N, s.n, s.cap);
+  T_CHECK(s.v[0].off == (N - 1) * 10 && s.v[N - 1].off == 0, "order kept");
+  /* Every range leaves a gap of 5 after it, and the buffer's end one more: n + 1 gaps fit. */
+  const int ng = grad_comm_gaps(s.v, s.n, (size_t)N * 10 + 3, s.gaps);
+  T_CHECK(ng == N, "%d gaps", ng);
+  T_CHECK(s.gaps[0].off == 5 && s.gaps[0].count == 5 && s.gaps[N - 1].off == (size_t)(N - 1) * 10 + 5 &&
+              s.gaps[N - 1].count == 8,
+          "gaps");
+  grad_comm_sent_free(&s);
+  T_CHECK(s.v == NULL && s.n == 0, "freed");
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
   test_rule();
   test_streaming();
   test_tensor_range();
+  test_sent();
   return t_finish();
 }
