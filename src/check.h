@@ -31,6 +31,11 @@ SCD_NORETURN void scd_fatal(int code, const char *fmt, ...) SCD_PRINTF(2, 3);
 /* Same, prefixed with the source location; for internal and library failures. */
 SCD_NORETURN void scd_fatal_at(const char *file, int line, int code, const char *fmt, ...)
     SCD_PRINTF(4, 5);
+/* The calling thread is ending the process with status `code` by a path other than scd_fatal
+ * (a collective exit after an error every rank agreed on): from now on another thread that fails
+ * (a loader thread whose HDF5 calls break while exit() closes the library) waits to be ended
+ * instead of printing a second error and racing to exit with its own status. */
+void scd_exit_claim(int code);
 /* Forget that a fatal error has started (scd_fatal lets only its first caller end the process):
  * for test harnesses that catch exit() and go on, such as the libFuzzer targets. */
 void scd_fatal_rearm(void);

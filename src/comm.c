@@ -73,6 +73,7 @@ void comm_barrier(void) {
 }
 
 void comm_exit_all(int code) {
+  scd_exit_claim(code);
   fflush(stdout);
   fflush(stderr);
   scd_tmpfile_remove_all();

@@ -171,7 +171,7 @@ if [[ " $stages " == *" busbw "* ]]; then
       note "NCCL all_reduce on $n rank(s): $(grep -E 'BENCH .* min_size_time' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
       [ "$n" -gt 1 ] && note "  $(grep -E 'BENCH .* max_size_busbw' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
     else
-      note "scdino_allreduce_perf -B nccl on $n rank(s) failed: $(tail -1 "$busbw_log")"
+      note "scdino_allreduce_perf -B nccl on $n rank(s) failed: $(grep -m1 -E 'error|Error' "$busbw_log" || tail -1 "$busbw_log")"
     fi
   done
 fi
