@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(ATHREADS)
   extern __shared__ float sm[];
   float *Qs = sm, *Ks = Qs + TQ * (HDP + 1), *Vs = Ks + TK * (HDP + 1);
   float *Ps = Vs + TK * (HDP + 1), *m_s = Ps + TQ * (TK + 1), *l_s = m_s + TQ, *a_s = l_s + TQ;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * TQ;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * TQ;
   const int t = threadIdx.x, tx = t & 7, ty = t >> 3;
   const size_t ld = 3 * (size_t)H * hd;
   const T *base = qkv + (size_t)b * N * ld + (size_t)h * hd;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(ATHREADS)
                       float scale) {
   extern __shared__ float sm[];
   float *Qs = sm, *Ks = Qs + TQ * (HDP + 1);
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * TQ;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * TQ;
   const int t = threadIdx.x, tx = t & 7, ty = t >> 3;
   const size_t ld = 3 * (size_t)H * hd;
   const T *base = qkv + (size_t)b * N * ld + (size_t)h * hd;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(ATHREADS)
   extern __shared__ float sm[];
   float *Qs = sm, *dOs = Qs + TQ * (HDP + 1), *Ks = dOs + TQ * (HDP + 1), *Vs = Ks + TK * (HDP + 1);
   float *Ss = Vs + TK * (HDP + 1), *lse_s = Ss + TQ * (TK + 1), *D_s = lse_s + TQ;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * TQ;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * TQ;
   const int t = threadIdx.x, tx = t & 7, ty = t >> 3;
   const size_t ld = 3 * (size_t)H * hd, ldo = (size_t)H * hd;
   const T *base = qkv + (size_t)b * N * ld + (size_t)h * hd;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(ATHREADS)
   float *Ks = sm, *Vs = Ks + TK * (HDP + 1), *Qs = Vs + TK * (HDP + 1), *dOs = Qs + TQ * (HDP + 1);
   float *Ps = dOs + TQ * (HDP + 1), *dSs = Ps + TK * (TQ + 1), *lse_s = dSs + TK * (TQ + 1);
   float *D_s = lse_s + TQ;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, k0 = blockIdx.x * TK;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * TK;
   const int t = threadIdx.x, tx = t & 7, ty = t >> 3;
   const size_t ld = 3 * (size_t)H * hd, ldo = (size_t)H * hd;
   const T *base = qkv + (size_t)b * N * ld + (size_t)h * hd;
@@ -353,11 +353,13 @@ template <typename K> static void allow_smem(K kernel, size_t bytes, int *done) 
   *done = 1;
 }
 
+/* (batch x heads) in x, whose limit is 2^31 - 1 (y and z stop at 65535: 1366 ViT-S crops of one
+ * batch); the tiles of 32 tokens in y. */
 static dim3 attn_grid(int B, int N, int H) {
-  const long bh = (long)B * H;
-  if (bh > 65535)
-    SCD_FAIL("attention: %ld (batch x heads) exceeds the CUDA grid limit of 65535", bh);
-  return dim3((unsigned)((N + 31) / 32), (unsigned)bh);
+  const long bh = (long)B * H, tiles = (N + 31) / 32;
+  if (bh > 2147483647L || tiles > 65535)
+    SCD_FAIL("attention: grid of %ld (batch x heads) x %ld tiles exceeds the CUDA limits", bh, tiles);
+  return dim3((unsigned)bh, (unsigned)tiles);
 }
 
 template <typename T, int HDP>

@@ -53,13 +53,20 @@ static void batched(int ta, int tb, int m, int n, int k, float alpha, const void
                                    CUBLAS_GEMM_DEFAULT));
 }
 
-/* P = softmax of each row of S (one warp per row); probs (fp32) too when not NULL. */
+/* The N x N matrices (S, P, dP, dS) are stored with rows of ld = N rounded up to 8 elements, so
+ * every head's matrix starts 16-byte aligned: cublasGemmBatchedEx requires that of each pointer
+ * for 16-bit types when k % 8 == 0 (k = hd here), and an unaligned one faults at run time (it only
+ * sees the pointers through the device-side arrays).  The padding columns are never read. */
+static inline int attn_ld(int N) { return (N + 7) & ~7; }
+
+/* P = softmax of each row of S (one warp per row); probs (fp32, unpadded [rows][N]) too when not
+ * NULL. */
 template <typename T>
-__global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, size_t rows) {
+__global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, int ld, size_t rows) {
   const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float *s = S + row * N;
+  const float *s = S + row * ld;
   float mx = -INFINITY;
   for (int j = lane; j < N; j += 32) mx = fmaxf(mx, s[j]);
   mx = warp_max(mx);
@@ -68,35 +75,36 @@ __global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, s
   const float inv = 1.0f / warp_sum(sum);
   for (int j = lane; j < N; j += 32) {
     const float p = expf(s[j] - mx) * inv;
-    stf(&P[row * N + j], p);
+    stf(&P[row * ld + j], p);
     if (probs) probs[row * N + j] = p;
   }
 }
 
 /* dS = scale P (dP - rowsum(P dP)), one warp per row; dS may not alias P. */
 template <typename T>
-__global__ void dsoftmax_rows_kernel(T *dS, const T *P, const float *dP, int N, float scale,
+__global__ void dsoftmax_rows_kernel(T *dS, const T *P, const float *dP, int N, int ld, float scale,
                                      size_t rows) {
   const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const T *p = P + row * N;
-  const float *dp = dP + row * N;
+  const T *p = P + row * ld;
+  const float *dp = dP + row * ld;
   float dot = 0.0f;
   for (int j = lane; j < N; j += 32) dot += ldf(&p[j]) * dp[j];
   dot = warp_sum(dot);
-  for (int j = lane; j < N; j += 32) stf(&dS[row * N + j], scale * ldf(&p[j]) * (dp[j] - dot));
+  for (int j = lane; j < N; j += 32) stf(&dS[row * ld + j], scale * ldf(&p[j]) * (dp[j] - dot));
 }
 
 template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H) {
-  return (size_t)B * H * N * N * sizeof(T) + 256;
+  return (size_t)B * H * N * attn_ld(N) * sizeof(T) + 256;
 }
 
 template <typename T>
 void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
                      float scale) {
   const int BH = B * H;
-  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * N, rows = (size_t)BH * N;
+  const int ld = attn_ld(N);
+  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * ld, rows = (size_t)BH * N;
   const cudaDataType_t dt = cu_dtype<T>::value;
   float *S = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
   if (!P) P = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
@@ -109,19 +117,20 @@ void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int
   const void **p = head_ptrs(pt + 4 * BH, P, NN * e * H, NN * e, H, BH);
   const void **o = head_ptrs(pt + 5 * BH, out, (size_t)N * D * e, hd * e, H, BH);
   /* S^T (column-major) = K Q^T: S row-major [N][N] = scale q_i . k_j */
-  batched(1, 0, N, N, hd, scale, k, dt, (int)(3 * D), q, dt, (int)(3 * D), (void **)s, CUDA_R_32F, N,
+  batched(1, 0, N, N, hd, scale, k, dt, (int)(3 * D), q, dt, (int)(3 * D), (void **)s, CUDA_R_32F, ld,
           BH);
-  softmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(P, probs, S, N, rows);
+  softmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(P, probs, S, N, ld, rows);
   CHECK_LAUNCH();
   /* O^T = V^T P^T */
-  batched(0, 0, hd, N, N, 1.0f, v, dt, (int)(3 * D), p, dt, N, (void **)o, dt, (int)D, BH);
+  batched(0, 0, hd, N, N, 1.0f, v, dt, (int)(3 * D), p, dt, ld, (void **)o, dt, (int)D, BH);
 }
 
 template <typename T>
 void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, int N, int H, int hd,
                      float scale) {
   const int BH = B * H;
-  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * N, rows = (size_t)BH * N;
+  const int ld = attn_ld(N);
+  const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * ld, rows = (size_t)BH * N;
   const cudaDataType_t dt = cu_dtype<T>::value;
   float *dP = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
   T *dS = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
@@ -139,15 +148,15 @@ void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, in
   const void **dv = head_ptrs(pt + 9 * BH, (const char *)dqkv + 2 * D * e, bq, hd * e, H, BH);
   const int l3 = (int)(3 * D), lo = (int)D;
   /* dV^T = dO^T P  (dV = P^T dO) */
-  batched(0, 1, hd, N, N, 1.0f, dO, dt, lo, p, dt, N, (void **)dv, dt, l3, BH);
+  batched(0, 1, hd, N, N, 1.0f, dO, dt, lo, p, dt, ld, (void **)dv, dt, l3, BH);
   /* dP^T = V dO^T  (dP = dO V^T, row-major [N][N]) */
-  batched(1, 0, N, N, hd, 1.0f, v, dt, l3, dO, dt, lo, (void **)dp, CUDA_R_32F, N, BH);
-  dsoftmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(dS, P, dP, N, scale, rows);
+  batched(1, 0, N, N, hd, 1.0f, v, dt, l3, dO, dt, lo, (void **)dp, CUDA_R_32F, ld, BH);
+  dsoftmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(dS, P, dP, N, ld, scale, rows);
   CHECK_LAUNCH();
   /* dQ^T = K^T dS^T  (dQ = dS K) */
-  batched(0, 0, hd, N, N, 1.0f, k, dt, l3, ds, dt, N, (void **)dq, dt, l3, BH);
+  batched(0, 0, hd, N, N, 1.0f, k, dt, l3, ds, dt, ld, (void **)dq, dt, l3, BH);
   /* dK^T = Q^T dS  (dK = dS^T Q) */
-  batched(0, 1, hd, N, N, 1.0f, q, dt, l3, ds, dt, N, (void **)dk, dt, l3, BH);
+  batched(0, 1, hd, N, N, 1.0f, q, dt, l3, ds, dt, ld, (void **)dk, dt, l3, BH);
 }
 
 template size_t k_attn_gemm_state_bytes<float>(int, int, int);

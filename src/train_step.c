@@ -96,10 +96,19 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
 
   /* Backward; the all-reduce of each finished range starts inside. */
   t->gc->begin_step(t->gc, m->grads, m->tt.size);
-  if (n > 0)
+  if (n > 0) {
     dino_model_backward(m, n, on_grads_ready, t);
-  else
+  } else {
+    /* Zero gradients, handed over in backward's groups and order all the same: the communicator
+     * must issue the same all-reduce calls as the ranks that ran backward (collectives match by
+     * order, not by size: one whole-buffer call here against their buckets would hang or fail). */
     ops->zero(m->grads, m->tt.size * sizeof(float));
+    for (int k = 0; k < dino_ready_count(&m->vit); k++) {
+      int first, last;
+      dino_ready_group(&m->vit, &m->head, k, &first, &last);
+      on_grads_ready(first, last, t);
+    }
+  }
   if (t->nan_pending >= 0) inject_nan(t); /* a range backward did not hand over: finish reduces it */
   t->gc->finish(t->gc);
   r->comm_s += t->gc->wait_seconds - c0;

@@ -1,10 +1,12 @@
 /* tests/train_mkdata.c - a tiny, easy shard set for the training tests (tests/shardset.c).
  *
- *   train_mkdata DIR N C H W [STD]
+ *   train_mkdata DIR N C H W [STD [INVALID]]
  * writes DIR/manifest.h5 and shards of N uint16 images [C][H][W] in 3 classes: class k has a bright
  * blob whose position depends on k and the channel, on a noisy background (the noise depends only
  * on the image index).  STD (default: measured-like 0.2) is written as every channel's std in the
- * manifest; a tiny value blows the normalised inputs up to overflow (the non-finite-loss test). */
+ * manifest; a tiny value blows the normalised inputs up to overflow (the non-finite-loss test).
+ * INVALID (default 0): the first INVALID images get a constant non-zero channel 0, which min-max
+ * scaling turns into NaN, so the loader leaves them out (the dropped-batch test). */
 #include "build_config.h"
 
 #include <math.h>
@@ -20,6 +22,7 @@
 /* Class i % 3: a blob whose place depends on the class and channel; noise keyed by the index. */
 struct train_mkdata_shape {
   int C, H, W;
+  int64_t invalid;
 };
 
 static int32_t train_mkdata_image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
@@ -39,19 +42,22 @@ static int32_t train_mkdata_image(void *ctx, int64_t i, void *img, char *rel, si
         px[((size_t)c * H + y) * W + x] = (uint16_t)v;
       }
   }
+  if (i < shape->invalid)
+    for (size_t p = 0; p < (size_t)H * W; p++) px[p] = 1000;
   snprintf(rel, reln, "class%d/img%05lld.tif", cls, (long long)i);
   return cls;
 }
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: train_mkdata DIR N C H W [STD]\n");
+    fprintf(stderr, "usage: train_mkdata DIR N C H W [STD [INVALID]]\n");
     return 2;
   }
   const char *dir = argv[1];
   const int64_t n = atoll(argv[2]);
   const int C = atoi(argv[3]), H = atoi(argv[4]), W = atoi(argv[5]);
   const double std_all = argc > 6 ? atof(argv[6]) : 0.2;
+  const int64_t invalid = argc > 7 ? atoll(argv[7]) : 0;
   if (n < 1 || C < 1 || C > 16 || H < 4 || W < 4) {
     fprintf(stderr, "train_mkdata: bad sizes\n");
     return 2;
@@ -63,7 +69,7 @@ int main(int argc, char **argv) {
     mean[c] = 0.25;
     sd[c] = std_all;
   }
-  struct train_mkdata_shape shape = {C, H, W};
+  struct train_mkdata_shape shape = {C, H, W, invalid};
   const struct shardset s = {.channels = C, .height = H, .width = W, .dtype = DATASET_U16, .count = n,
                              .per_shard = 16, .nclasses = 3, .class_names = classes, .mean = mean,
                              .std = sd, .tiff_dir = "/nonexistent/train_mkdata",

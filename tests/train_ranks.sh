@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/train_ranks.sh - one rank with batch 8 gives the same training as two ranks with batch 4.
+# tests/train_ranks.sh - one rank with batch 8 gives the same training as two ranks with batch 4;
+# and a rank whose whole batch is left out keeps step with the others (end of the file).
 #
 # What is held fixed: the data (40 training images, so every batch is full on every rank: 5 steps
 # per epoch either way), the total batch and so the learning-rate schedule, the seed.  Nothing
@@ -39,4 +40,24 @@ for line in 1 2; do
     fail "epoch $line train_loss: 1 rank $a, 2 ranks $b"
   echo "epoch $line train_loss: 1 rank $a, 2 ranks $b"
 done
+# A rank whose whole batch is left out (every image invalid after min-max) must still make the same
+# all-reduce calls as the other ranks: collectives match by order, not size, and a model over the
+# 4 MiB bucket (D = 320: 4 calls per step) made the empty rank's single whole-buffer call fail
+# with MPI_ERR_TRUNCATE.  8 images, the first 4 invalid, batch 1 on 2 ranks: 12 steps; with seed 5
+# the steps of epoch 0 see 1, 0, 2 and 1 images (one rank empty in steps 0 and 3, both in step 1:
+# warned, no update).
+"$top_builddir/tests/train_mkdata" dshards 8 3 20 20 0.2 4 >/dev/null || exit 99
+cat >drop.nml <<'DECK'
+&control calculation = 'train', run_dir = 'drop', seed = 5 /
+&data shard_dir = 'dshards', train_fraction = 1.0 /
+&model arch = 'custom', patch_size = 4, embed_dim = 320, depth = 3, num_heads = 4, mlp_ratio = 4,
+       out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
+&crops global_size = 16, local_size = 8, local_crops_number = 2 /
+&training epochs = 3, batch_size_per_rank = 1, warmup_epochs = 1, log_every = 1 /
+&system loader_threads = 1, prefetch_batches = 2, step_timeout = 60 /
+DECK
+expect_exit 0 $MPIEXEC -n 2 "$SCDINO" drop.nml
+expect_grep "every image of the batch was left out"
+expect_grep "train: 12 steps in"
+expect_grep "epoch 0: 4 steps, 4 images"
 finish
