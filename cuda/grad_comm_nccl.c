@@ -219,7 +219,10 @@ static void n_allreduce(struct grad_comm *gc, float *buf, size_t n) {
 static void n_destroy(struct grad_comm *gc) {
   if (!gc) return;
   struct nccl_gc *g = gc->impl;
-  CHECK_CUDA(cudaStreamSynchronize(g->side));
+  /* Wait for the side stream through the polling wait: a peer that died after the last step
+   * ends the job with a message instead of hanging the exit. */
+  CHECK_CUDA(cudaEventRecord(g->done, g->side));
+  wait_event(g, g->done, "the last all-reduce before shutdown");
   CHECK_NCCL_COMM(ncclCommDestroy(g->comm), NULL);
   CHECK_CUDA(cudaEventDestroy(g->ready));
   CHECK_CUDA(cudaEventDestroy(g->done));
