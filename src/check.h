@@ -36,6 +36,10 @@ SCD_NORETURN void scd_fatal_at(const char *file, int line, int code, const char 
  * (a loader thread whose HDF5 calls break while exit() closes the library) waits to be ended
  * instead of printing a second error and racing to exit with its own status. */
 void scd_exit_claim(int code);
+/* The process-wide HDF5 lock (recursive): every HDF5 call that may run beside another thread's is
+ * made under it.  scd_fatal and scd_exit_claim take it before the library is closed. */
+void scd_h5_lock(void);
+void scd_h5_unlock(void);
 /* Forget that a fatal error has started (scd_fatal lets only its first caller end the process):
  * for test harnesses that catch exit() and go on, such as the libFuzzer targets. */
 void scd_fatal_rearm(void);

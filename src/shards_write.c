@@ -31,9 +31,8 @@ struct shard_writer {
   int finished;
 };
 
-static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
-void shards_h5_lock(void) { CHECK_PTHREAD(pthread_mutex_lock(&h5_mutex)); }
-void shards_h5_unlock(void) { CHECK_PTHREAD(pthread_mutex_unlock(&h5_mutex)); }
+void shards_h5_lock(void) { scd_h5_lock(); }
+void shards_h5_unlock(void) { scd_h5_unlock(); }
 
 size_t dataset_dtype_size(int dtype) { return dtype == DATASET_F32 ? 4 : 2; }
 const char *dataset_dtype_name(int dtype) { return dtype == DATASET_F32 ? "float32" : "uint16"; }
