@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "comm.h"
 #include "log.h"
 #ifdef HAVE_CUDA
 #include "../cuda/backend_cuda.h"
@@ -24,6 +25,20 @@ const struct ops *backend_select(const struct config *cfg) {
 #ifdef HAVE_CUDA
   /* precision: 'auto' is bf16 on the GPU; the CPU backend is fp32 whatever it says. */
   const struct ops *cuda = backend_cuda_for(cfg->training.precision);
+  /* Every rank must run the same backend (the gradient communicators differ, NCCL's set-up is a
+   * collective, and bf16 rows beside fp32 rows would make results depend on the split): with
+   * device = 'auto', if some ranks have no usable GPU, all run on the CPU. */
+  int64_t on_gpu[2] = {cuda != NULL, 1};
+  comm_allreduce_sum_i64(on_gpu, 2);
+  if (on_gpu[0] > 0 && on_gpu[0] < on_gpu[1]) {
+    if (!strcmp(dev, "cuda"))
+      scd_fatal(SCD_EXIT_INPUT, "&system: device = 'cuda', but %lld of %lld ranks have no usable GPU%s%s",
+                (long long)(on_gpu[1] - on_gpu[0]), (long long)on_gpu[1], cuda ? "" : ", this one: ",
+                cuda ? "" : backend_cuda_why_not());
+    log_warn("device = 'auto': only %lld of %lld ranks have a usable GPU (a node with fewer GPUs than "
+             "ranks, or without any?); every rank runs on the CPU", (long long)on_gpu[0], (long long)on_gpu[1]);
+    return cpu(cfg);
+  }
   if (cuda) return cuda;
   if (!strcmp(dev, "cuda"))
     scd_fatal(SCD_EXIT_INPUT,

@@ -19,8 +19,7 @@
 #include "npshuffle.h"
 #include "shards.h"
 
-/* cfg->knn.features, else the newest run_dir/features_EEEE.h5. */
-static void pick_features_file(const struct config *cfg, char *path, size_t n) {
+static void pick_features_file_here(const struct config *cfg, char *path, size_t n) {
   if (cfg->knn.features[0]) {
     if (!fs_exists(cfg->knn.features))
       scd_fatal(SCD_EXIT_INPUT, "knn.features = '%s': no such file", cfg->knn.features);
@@ -32,6 +31,14 @@ static void pick_features_file(const struct config *cfg, char *path, size_t n) {
     scd_fatal(SCD_EXIT_DATA, "no features file to evaluate: knn.features is empty and run_dir '%s' holds no "
               "features_EEEE.h5 (run calculation='features' first, or name a file with knn.features)",
               cfg->control.run_dir);
+}
+
+/* cfg->knn.features, else the newest run_dir/features_EEEE.h5: chosen by rank 0 and broadcast, so
+ * that every rank reads the same file even where their views of the directory differ (relative
+ * paths, file-system caches); a file that is not there ends the job from rank 0. */
+static void pick_features_file(const struct config *cfg, char *path, size_t n) {
+  if (comm_rank() == 0) pick_features_file_here(cfg, path, n);
+  comm_bcast(path, n, 0);
 }
 
 static void add_note(struct knn_report *rep, const char *fmt, ...) SCD_PRINTF(2, 3);
@@ -67,7 +74,10 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
                                const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
   char manifest[4096];
   fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
-  if (!fs_exists(manifest)) {
+  /* Rank 0 decides for all: the baseline's reductions must be made by every rank or by none. */
+  int have = comm_rank() == 0 ? fs_exists(manifest) : 0;
+  comm_bcast(&have, sizeof have, 0);
+  if (!have) {
     log_warn("raw-pixel kNN baseline left out: no shard set at data.shard_dir = '%s'", cfg->data.shard_dir);
     add_note(rep, "  note     : raw-pixel baseline left out (no shard set at %s)\n", cfg->data.shard_dir);
     return;

@@ -192,6 +192,14 @@ int pipeline_run(const struct config *cfg) {
              "relaunch of this deck");
     return 0;
   }
+  /* A signal after the last step's agreement (while the last checkpoint was written, say) reached
+   * some ranks only: switching to exit-on-signal would end those alone while the others went on
+   * into the features' collectives.  Agree on it here and stop together. */
+  if (comm_any(signals_received() != 0)) {
+    log_info("pipeline: training is complete, but a stop signal came at its end; features, kNN and "
+             "attention maps come after a relaunch of this deck (with restart = .true.)");
+    return 0;
+  }
   signals_set_mode(SIGNALS_EXIT, "calculation 'pipeline' (features, knn, attention)");
   s.step_seconds[s.nsteps++] = wtime() - t;
 

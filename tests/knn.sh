@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/knn.sh - `scdino deck` with calculation='knn' on a tiny shard set and features file: the
 # stdout table, knn.txt and knn.h5 (read back with h5py when it is there), the same report from
-# two ranks as from one (test rows and raw-pixel images are divided among the ranks), and an
-# input error.
+# two ranks as from one (test rows and raw-pixel images are divided among the ranks), ranks that see
+# different directories, and an input error.
 . "$top_srcdir/tests/lib.sh"
 scratch knn_sh
 "$top_builddir/tests/knn_mkdata" . || exit 99
@@ -38,6 +38,21 @@ if [ "$MPIEXEC" != none ]; then
   for obj in trained/confusion trained/top2 raw_pixels/confusion raw_pixels/f1 raw_pixels/top1 k_used test_support; do
     h5diff run/knn.h5 run2/knn.h5 "/$obj" "/$obj" >/dev/null || fail "knn.h5 /$obj differs between 1 and 2 ranks"
   done
+fi
+
+# Ranks that see different files (a relative shard_dir, rank 1 started in another directory): rank 0
+# decides for all whether the raw-pixel baseline runs and which features file is read, so rank 1
+# fails with a message instead of the ranks waiting in different collectives (which hung).
+if [ "$MPIEXEC" != none ] && $MPIEXEC --version 2>&1 | grep -q 'Open MPI'; then
+  mkdir -p elsewhere
+  cat >mpmd.nml <<EOF
+&control calculation = 'knn', run_dir = '$PWD/run3' /
+&data shard_dir = 'shards', channels = 0, 2 /
+&knn k = 1, 5, features = '$PWD/run/features_0002.h5', pixel_size = 6 /
+EOF
+  expect_exit 3 timeout 60 $MPIEXEC -n 1 -wdir "$PWD" "$SCDINO" "$PWD/mpmd.nml" : -n 1 -wdir "$PWD/elsewhere" "$SCDINO" \
+    "$PWD/mpmd.nml"
+  expect_grep "error \(rank 1 of 2\): shard_dir 'shards' does not exist"
 fi
 
 # What a Python user sees.

@@ -115,4 +115,21 @@ expect_grep "pipeline: training stopped early on a signal; features, kNN and att
 check_stop pipe SIGTERM 0 3
 nchecks=$((nchecks + 1))
 ls pipe | grep -q features && fail "pipe: features were computed after the stop"
+
+# The same, with the signal reaching one rank only after training's last step (while rank 0 writes
+# the final checkpoint, paused): the ranks agree on it before the features, all stop with status 0
+# (the signalled rank alone used to exit 143 there, which aborted the job).
+debug_deck pend "checkpoint_pause = 3" epochs=1 batch_size_per_rank=4 |
+  sed -e "s/calculation = 'train'/calculation = 'pipeline'/" -e "s/train_fraction = 1.0/train_fraction = 0.8/" >pend.nml
+bg_start pend.out $MPIEXEC -n 2 "$SCDINO" pend.nml
+wait_for pend.out "checkpoint write paused" 60 || fail "pend: the checkpoint write did not pause"
+ranks=$(pgrep -P "$bg" -f "scdino pend.nml")
+nchecks=$((nchecks + 1))
+[ "$(echo $ranks | wc -w)" = 2 ] || fail "pend: rank processes of mpirun $bg: '$ranks'"
+kill -TERM ${ranks##* }
+bg_finish
+[ "$rc" = 0 ] || fail "pend: exit status $rc after SIGTERM to one rank at the end of training"
+expect_grep "pipeline: training is complete, but a stop signal came at its end"
+nchecks=$((nchecks + 1))
+ls pend | grep -q features && fail "pend: features were computed after the stop"
 finish
