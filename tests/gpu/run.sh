@@ -66,9 +66,16 @@ run_test() { # name, timeout
   local name=$1 t0 rc tmp=/tmp/scdino-gpu-test.out
   t0=$(date +%s)
   echo "==== $name" >> "$tests_log"
-  timeout "$2" "$bin/$name" > "$tmp" 2>&1
+  # Synchronous launches: a sticky CUDA error is reported at the call that caused it.
+  CUDA_LAUNCH_BLOCKING=1 timeout "$2" "$bin/$name" > "$tmp" 2>&1
   rc=$?
   cat "$tmp" >> "$tests_log"
+  # A failure: once more under compute-sanitizer's memcheck, when the toolkit has it.
+  local cs=/usr/local/cuda/bin/compute-sanitizer
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -x "$cs" ]; then
+    echo "==== $name under compute-sanitizer --tool memcheck" >> "$tests_log"
+    timeout 300 "$cs" --tool memcheck --print-limit 20 "$bin/$name" >> "$tests_log" 2>&1
+  fi
   local res=FAIL
   case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
   local checks
