@@ -89,10 +89,10 @@ static _Thread_local int h5_depth, h5_quiesce_held;
 
 static void h5_mu_init(void) {
   pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-  pthread_mutex_init(&h5_mu, &a);
-  pthread_mutexattr_destroy(&a);
+  CHECK_PTHREAD(pthread_mutexattr_init(&a));
+  CHECK_PTHREAD(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE));
+  CHECK_PTHREAD(pthread_mutex_init(&h5_mu, &a));
+  CHECK_PTHREAD(pthread_mutexattr_destroy(&a));
 }
 
 void scd_h5_lock(void) {
