@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,13 @@
 #include "signals.h"
 #include "train.h"
 
-static volatile sig_atomic_t first_sig;  /* first stop signal received (0: none) */
-static volatile sig_atomic_t n_int;      /* SIGINTs received */
-static volatile sig_atomic_t mode = SIGNALS_EXIT;
+/* Shared between the handler (which may run on any thread), the helper thread and the main thread:
+ * lock-free atomics, which are both async-signal-safe and free of data races between threads
+ * (volatile sig_atomic_t is only for a thread and its own handler). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal state needs lock-free atomic int");
+static atomic_int first_sig; /* first stop signal received (0: none) */
+static atomic_int n_int;     /* SIGINTs received */
+static atomic_int mode = SIGNALS_EXIT;
 static sem_t wake;
 static int installed;
 static pthread_mutex_t what_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,7 +45,8 @@ static void on_signal(int sig) {
     errno = saved;
     return;
   }
-  if (!first_sig) first_sig = sig;
+  int none = 0;
+  atomic_compare_exchange_strong(&first_sig, &none, sig);
   train_request_stop();
   sem_post(&wake);
   errno = saved;
