@@ -2,9 +2,10 @@
 # scripts/setup.sh - install the Debian/Ubuntu packages scdino needs; skips what is present.
 #
 #   scripts/setup.sh            build and demo dependencies
-#   scripts/setup.sh --tests    also tifffile, PyTorch, matplotlib and scikit-learn, which tests
-#                               of make check need (files as tifffile writes them; export to and
-#                               import from .pth; examples/plot_run.py on the pipeline test's run)
+#   scripts/setup.sh --tests    also what tests of make check need: tifffile (files as tifffile
+#                               writes them), PyTorch (export to and import from .pth), matplotlib
+#                               and scikit-learn (examples/plot_run.py), procps (pgrep) and
+#                               shellcheck (the Slurm scripts)
 #   scripts/setup.sh --plots    also matplotlib and scikit-learn for examples/plot_run.py
 #   scripts/setup.sh --bench    also PyTorch for the CPU comparison benchmark
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
@@ -17,11 +18,11 @@ libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libtiff-dev libopenbla
 libpng-dev libfabric-dev python3 python3-h5py python3-numpy"
 for arg in "$@"; do
   case "$arg" in
-    --tests) pkgs="$pkgs python3-tifffile python3-torch python3-matplotlib python3-sklearn" ;;
+    --tests) pkgs="$pkgs python3-tifffile python3-torch python3-matplotlib python3-sklearn procps shellcheck" ;;
     --plots) pkgs="$pkgs python3-matplotlib python3-sklearn" ;;
     --bench) pkgs="$pkgs python3-torch" ;;
     --fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
