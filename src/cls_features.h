@@ -42,6 +42,7 @@ struct features_prep {
   int nsel, sel[FEATURES_MAX_CHANNELS];
   double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
   int normalize;
+  double progress_seconds; /* between progress lines (control.progress_seconds) */
   int oh, ow; /* after the resize */
   int *ih, *iw;      /* bilinear taps: 2 per output row / column */
   double *wh, *ww;

@@ -97,9 +97,10 @@ void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit,
 }
 
 /* Rank 0's progress line: its own share stands for every rank's (the shares differ by a batch at most). */
-static void progress(const char *what, int64_t done, int64_t mine, int64_t total, double t0, double *last) {
+static void progress(const char *what, int64_t done, int64_t mine, int64_t total, double t0, double *last,
+                     double interval) {
   const double now = wtime();
-  if (done < mine && now - *last < 10.0) return;
+  if (done < mine && now - *last < interval) return;
   *last = now;
   const double el = now - t0, rate = done > 0 ? done / el : 0;
   const int64_t all = mine > 0 ? done * total / mine : total;
@@ -169,9 +170,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
     features_l2_normalize(dst, cnt, D);
-    if (rank == 0) progress(what, b0 + cnt, mine, n, t0, &last);
+    if (rank == 0) progress(what, b0 + cnt, mine, n, t0, &last, prep->progress_seconds);
   }
-  if (mine == 0 && rank == 0) progress(what, 0, 0, n, t0, &last);
+  if (mine == 0 && rank == 0) progress(what, 0, 0, n, t0, &last, prep->progress_seconds);
 
   free(raw);
   free(img_host);

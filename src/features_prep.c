@@ -57,6 +57,7 @@ void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int d
   p->dtype = dtype;
   p->nsel = nsel;
   p->normalize = normalize;
+  p->progress_seconds = 10.0; /* features_prep_init takes control.progress_seconds */
   for (int s = 0; s < nsel; s++) {
     SCD_ASSERT(sel[s] >= 0 && sel[s] < C_all);
     p->sel[s] = sel[s];
@@ -106,6 +107,7 @@ void features_prep_init(struct features_prep *p, const struct config *cfg, const
   }
   features_prep_setup(p, C_all, dataset_height(ds), dataset_width(ds), dataset_dtype(ds), sel, nsel, mean, std,
                       resize, normalize);
+  p->progress_seconds = cfg->control.progress_seconds;
 }
 
 void features_prep_free(struct features_prep *p) {

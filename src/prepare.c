@@ -44,7 +44,6 @@
 /* Files each rank converts between two checks of "did any rank hit a bad image?" (and progress
  * updates): small enough that an error stops every rank quickly, large enough to cost nothing. */
 #define ROUND_FILES 64
-#define PROGRESS_SECONDS 5.0
 #define WHY_MAX (2 * PATH_MAX) /* a reason may quote an example path */
 
 /* ---- per-image steps ---- */
@@ -310,14 +309,14 @@ static void bcast_string(char *s, size_t n) { comm_bcast(s, n, 0); }
 
 /* Rank 0 prints progress from the per-round totals. */
 struct progress {
-  double t0, last;
+  double t0, last, interval; /* interval: control.progress_seconds */
   int64_t done, total;
   double bytes;
 };
 
 static void progress_line(struct progress *p, int final) {
   double now = wtime(), dt = now - p->t0;
-  if (!final && now - p->last < PROGRESS_SECONDS) return;
+  if (!final && now - p->last < p->interval) return;
   p->last = now;
   double rate = dt > 0 ? (double)p->done / dt : 0, mbs = dt > 0 ? p->bytes / dt / 1e6 : 0;
   char eta[32];
@@ -356,7 +355,7 @@ int prepare_run(const struct config *cfg) {
   char root[PATH_MAX] = "";
   int64_t status = 0;
   uint64_t hash = 0;
-  struct progress prog = {.t0 = wtime()};
+  struct progress prog = {.t0 = wtime(), .interval = cfg->control.progress_seconds};
   prog.last = prog.t0;
 
   if (rank == 0) {
