@@ -150,6 +150,13 @@ static void fatal_enter(int code) {
   for (;;) pause();
 }
 
+int scd_fatal_started(void) {
+  pthread_mutex_lock(&fatal_lock);
+  const int started = fatal_started;
+  pthread_mutex_unlock(&fatal_lock);
+  return started;
+}
+
 void scd_exit_claim(int code) {
   fatal_enter(code);
   h5_quiesce();
@@ -183,6 +190,16 @@ static void vreport(const char *where, const char *fmt, va_list ap) {
   int size = world_rank_size(&rank);
   char msg[4096];
   vsnprintf(msg, sizeof msg, fmt, ap);
+  /* An error every rank finds (a deck or data set problem) would be printed by each rank that gets
+   * to it before the first abort lands.  The other ranks give rank 0 time to print it once and
+   * abort (which ends them here, silently: see scd_fatal_started); an error of one rank alone is
+   * printed after that wait. */
+  if (size > 1 && rank != 0) {
+    struct timespec left = {2, 0};
+    /* mpirun's SIGTERM interrupts the sleep; the signal helper ends the process meanwhile */
+    while (nanosleep(&left, &left) == -1 && errno == EINTR) {
+    }
+  }
   fflush(stdout);
   if (size > 1)
     fprintf(stderr, "scdino: error (rank %d of %d): %s%s\n", rank, size, where, msg);

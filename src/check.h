@@ -36,6 +36,9 @@ SCD_NORETURN void scd_fatal_at(const char *file, int line, int code, const char 
  * (a loader thread whose HDF5 calls break while exit() closes the library) waits to be ended
  * instead of printing a second error and racing to exit with its own status. */
 void scd_exit_claim(int code);
+/* Whether this process is already ending through scd_fatal or scd_exit_claim (the signal helper
+ * then ends it without a message of its own: mpirun's SIGTERM after another rank's abort). */
+int scd_fatal_started(void);
 /* The process-wide HDF5 lock (recursive): every HDF5 call that may run beside another thread's is
  * made under it.  scd_fatal and scd_exit_claim take it before the library is closed. */
 void scd_h5_lock(void);

@@ -80,6 +80,9 @@ static void *watcher(void *arg) {
     pthread_mutex_lock(&what_lock);
     memcpy(what, what_text, sizeof what);
     pthread_mutex_unlock(&what_lock);
+    /* Already ending on an error of its own (mpirun's SIGTERM after another rank's abort, say):
+     * that error is the message; end quietly. */
+    if (scd_fatal_started()) _exit(128 + sig);
     if (mode == SIGNALS_EXIT) {
       const int rank = comm_rank(), size = comm_size();
       fflush(stdout);

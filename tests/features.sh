@@ -123,4 +123,16 @@ expect_exit 2 "$SCDINO" e3.nml
 expect_grep 'train_fraction = 1 leaves no validation images'
 nchecks=$((nchecks + 1))
 [ -e run4/features_0002.h5 ] && fail "a failed run left a features file"
+
+# An error of the data that every rank finds, on two ranks: rank 0 says it once (the other rank waits for
+# rank 0's abort, which ends it quietly: no second message, no "SIGTERM received").
+if [ "$MPIEXEC" != none ]; then
+  sed "s/calculation = 'features'/calculation = 'attention'/" e3.nml >e4.nml
+  expect_exit 2 $MPIEXEC -n 2 "$SCDINO" e4.nml
+  expect_grep 'error \(rank 0 of 2\): attention: the validation split of shards is empty'
+  nchecks=$((nchecks + 1))
+  n=$(printf '%s\n' "$out" | grep -c '^scdino: error')
+  [ "$n" = 1 ] || fail "$n error messages from 2 ranks, wanted 1"
+  expect_nogrep 'SIGTERM received'
+fi
 finish
