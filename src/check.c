@@ -68,7 +68,26 @@ void scd_tmpfile_remove_all(void) {
   pthread_mutex_unlock(&tmp_lock);
 }
 
+/* MPI runs with MPI_THREAD_FUNNELED: only the thread that called comm_init may call MPI.  Other
+ * threads (the loader's, which open and read shards) use the rank and size recorded here. */
+static pthread_t mpi_thread;
+static int mpi_noted, noted_rank, noted_size = 1;
+
+void scd_note_mpi(int rank, int size) {
+  mpi_thread = pthread_self();
+  noted_rank = rank;
+  noted_size = size;
+  mpi_noted = 1;
+}
+
+static int on_mpi_thread(void) { return !mpi_noted || pthread_equal(mpi_thread, pthread_self()); }
+
+/* The world's size (0 when MPI is not running) and this rank. */
 static int world_rank_size(int *rank) {
+  if (!on_mpi_thread()) {
+    *rank = noted_rank;
+    return noted_size;
+  }
   int init = 0, fin = 0, size = 1;
   *rank = 0;
   MPI_Initialized(&init);
@@ -180,6 +199,10 @@ SCD_NORETURN static void fatal_end(int code) {
   fflush(stderr);
   h5_quiesce();
   scd_tmpfile_remove_all();
+  /* Another thread must not call MPI, and exit() would run library destructors (OpenBLAS, MPI)
+   * under the main thread's feet: end at once.  A rank that exits with a non-zero status before
+   * MPI_Finalize makes mpirun or srun end the others, as MPI_Abort would. */
+  if (!on_mpi_thread()) _exit(code);
   if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
   if (size == 1) MPI_Finalize();
   exit(code);

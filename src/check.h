@@ -39,6 +39,9 @@ void scd_exit_claim(int code);
 /* Whether this process is already ending through scd_fatal or scd_exit_claim (the signal helper
  * then ends it without a message of its own: mpirun's SIGTERM after another rank's abort). */
 int scd_fatal_started(void);
+/* Record the thread that initialised MPI, and this rank and size (comm_init calls it).  A fatal
+ * error on another thread then ends the process without calling MPI (MPI_THREAD_FUNNELED). */
+void scd_note_mpi(int rank, int size);
 /* The process-wide HDF5 lock (recursive): every HDF5 call that may run beside another thread's is
  * made under it.  scd_fatal and scd_exit_claim take it before the library is closed. */
 void scd_h5_lock(void);

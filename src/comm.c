@@ -23,6 +23,7 @@ void comm_init(int *argc, char ***argv) {
   CHECK_MPI(MPI_Comm_rank(node, &info.local_rank));
   CHECK_MPI(MPI_Comm_size(node, &info.local_size));
   CHECK_MPI(MPI_Comm_free(&node));
+  scd_note_mpi(info.rank, info.size);
 }
 
 void comm_finalize(void) {

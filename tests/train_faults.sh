@@ -4,7 +4,7 @@
 # the tensor, the step and the last good checkpoint (exit 1, checkpoint untouched), also when it
 # comes from one rank of two through the all-reduce.  A rank that fails (a fatal error, an allocation
 # that cannot succeed, kill -9, or hanging with &system step_timeout) ends the 2-rank job within 30
-# seconds with the rank and the reason printed.
+# seconds with the rank and the reason printed, also when a loader thread finds a truncated shard.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
 . "$top_srcdir/tests/fault_lib.sh"
@@ -71,4 +71,17 @@ debug_deck r "fail_at_step = 2, fail_rank = 1, fail_how = 'hang'" epochs=1 batch
 timed 1 30 $MPIEXEC -n 2 "$SCDINO" r4.nml
 expect_grep "debug \(rank 1\): &debug fail_how = 'hang': stuck forever at global step 2"
 expect_grep "scdino: error \(rank [01] of 2\): no progress for [0-9.]+ s in a training step \(global step 2\): another rank has died or is stuck.*\(&system step_timeout = 2\)"
+
+# shard: a truncated shard file, found by a loader thread when it opens the shard during training.
+# That thread may not call MPI (MPI_THREAD_FUNNELED): it ends its rank with the data status and
+# mpirun ends the other, with no MPI_Abort and no checkpoint or temporary file left behind.
+rm -rf tshards && cp -r shards tshards || exit 99
+head -c 45000 shards/shard-00001.h5 >tshards/shard-00001.h5 || exit 99
+TRAIN_SHARDS=tshards train_deck t epochs=1 batch_size_per_rank=4 >t1.nml
+timed 3 30 $MPIEXEC -n 2 "$SCDINO" t1.nml
+expect_grep "scdino: error \(rank [01] of 2\): tshards/shard-00001\.h5: cannot open shard: truncated file"
+expect_nogrep "MPI_ABORT was invoked"
+nchecks=$((nchecks + 1))
+[ ! -e t/checkpoint.h5 ] || fail "shard: a checkpoint was written"
+no_tmp t
 finish
