@@ -79,6 +79,9 @@ void deck_free(struct deck *d);
 void deck_error(struct deck *d, int line, int col, const char *fmt, ...) SCD_PRINTF(4, 5);
 /* Whether DECK_MAX_DIAGS diagnostics are kept already (later ones need no careful wording). */
 int deck_full(const struct deck *d);
+/* For the reader's arrays: `p` (holding n elements of `elem` bytes) with room for one more;
+ * capacities double, so reading stays linear in the size of the deck. */
+void *deck_grow(void *p, int n, size_t elem);
 
 /* All diagnostics, sorted by position (whole-file ones last), each as
  *   path:line:col: message
