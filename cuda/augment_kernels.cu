@@ -48,8 +48,9 @@ __global__ void __launch_bounds__(AG_THREADS)
       lo = fminf(lo, smin[w]);
       hi = fmaxf(hi, smax[w]);
     }
-    mnmx[2 * ((size_t)i * nsel + k)] = lo;
-    mnmx[2 * ((size_t)i * nsel + k) + 1] = hi;
+    /* + 0.0: either signed zero becomes +0, as on the CPU (imgops.c minmax_ranges) */
+    mnmx[2 * ((size_t)i * nsel + k)] = (double)lo + 0.0;
+    mnmx[2 * ((size_t)i * nsel + k) + 1] = (double)hi + 0.0;
   }
 }
 

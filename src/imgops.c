@@ -345,8 +345,10 @@ static int minmax_ranges(const void *src, enum imgops_dtype dtype, int C_all, si
         b = p[i] > b ? p[i] : b;
       }
       if (bad) return -1;
-      lo = a;
-      hi = b;
+      /* -0 and +0 compare equal, so which one the scan keeps depends on the pixel order (and on
+       * the GPU's reduction order); adding +0.0 makes either +0, and every scaled pixel the same. */
+      lo = (double)a + 0.0;
+      hi = (double)b + 0.0;
     }
     mn[k] = lo;
     mx[k] = hi;

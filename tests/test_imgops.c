@@ -277,6 +277,15 @@ static void test_minmax(void) {
   T_CHECK(imgops_minmax_scale(fl, IMGOPS_F32, 2, H, W, s01, 2, o) == 0, "float image valid");
   T_CHECK(o[0] == 0.0f && o[1] == (float)(1.0 / 3.0) && o[2] == (float)(2.0 / 3.0), "max 0 -> 1: %g %g", o[1], o[2]);
   T_CHECK(imgops_minmax_scale(fl, IMGOPS_F32, 2, H, W, s01, 1, o) == 0 && o[1] == 0.5f, "no flat channel: plain min-max");
+  /* Signed zeros: the -0 pixel scales to the same bits whichever zero the channel has first
+   * (the GPU's reduction visits pixels in another order). */
+  float z1[6] = {-0.0f, 0.0f, 1, 2, 3, 4}, z2[6] = {0.0f, -0.0f, 1, 2, 3, 4}, o1[6], o2[6];
+  const int s0[1] = {0};
+  T_CHECK(imgops_minmax_scale(z1, IMGOPS_F32, 1, H, W, s0, 1, o1) == 0 &&
+              imgops_minmax_scale(z2, IMGOPS_F32, 1, H, W, s0, 1, o2) == 0, "signed zeros valid");
+  T_CHECK(memcmp(&o1[0], &o2[1], sizeof(float)) == 0 && memcmp(&o1[1], &o2[0], sizeof(float)) == 0 &&
+              memcmp(&o1[2], &o2[2], 4 * sizeof(float)) == 0,
+          "signed zeros: the same bits in either order (%g %g vs %g %g)", o1[0], o1[1], o2[1], o2[0]);
   fl[3] = NAN;
   T_CHECK(imgops_minmax_scale(fl, IMGOPS_F32, 2, H, W, s01, 2, o) == -1, "NaN pixel");
 }

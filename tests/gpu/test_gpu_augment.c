@@ -30,6 +30,16 @@ static void *make_raw(int n, int C, int H, int W, enum imgops_dtype dt, struct r
   }
   float *x = malloc(count * sizeof *x);
   for (size_t i = 0; i < count; i++) x[i] = (float)(rng_normal(r) * 3.0 + 1.0);
+  /* Image 0: every channel non-negative with both signed zeros as its minimum, which the CPU's
+   * scan and the GPU's reduction meet in different orders. */
+  const size_t hw = (size_t)H * W;
+  for (int c = 0; c < C; c++) {
+    float *p = x + (size_t)c * hw;
+    for (size_t i = 0; i < hw; i++) p[i] = fabsf(p[i]) + 0.5f;
+    p[3] = -0.0f;
+    p[hw / 2] = 0.0f;
+    p[hw - 1] = -0.0f;
+  }
   return x;
 }
 
