@@ -18,7 +18,7 @@ static ncclComm_t comm;
 static cudaStream_t stream;
 static int device = -1;
 static char *d_send, *d_recv;
-static unsigned long long *d_wrong; /* one counter per timed iteration */
+static unsigned long long *d_wrong; /* one counter per timed iteration, then the line-up element */
 static unsigned long long *h_wrong;
 static cudaEvent_t *events;         /* two per timed iteration */
 static int nslots;                  /* iterations the arrays above hold */
@@ -157,7 +157,8 @@ static void ensure_slots(int iters) {
   events = xmalloc(2 * (size_t)iters * sizeof *events);
   for (int i = 0; i < 2 * iters; i++) BUSBW_CHECK_CUDA(cudaEventCreate(&events[i]));
   h_wrong = xmalloc((size_t)iters * sizeof *h_wrong);
-  BUSBW_CHECK_CUDA(cudaMalloc((void **)&d_wrong, (size_t)iters * sizeof *d_wrong));
+  BUSBW_CHECK_CUDA(cudaMalloc((void **)&d_wrong, ((size_t)iters + 1) * sizeof *d_wrong));
+  BUSBW_CHECK_CUDA(cudaMemset(d_wrong + iters, 0, sizeof *d_wrong));
   nslots = iters;
 }
 
@@ -216,8 +217,11 @@ static void nccl_measure(const struct busbw_case *c, int inplace, const struct b
   wait_stream();
   CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
-  /* Everything is enqueued without waiting; the events bracket only the collective, so fills and
-   * checks between iterations never count. */
+  /* Everything is enqueued without waiting; the events bracket only the collective.  Fills and
+   * checks take different times on different ranks (a broadcast's root alone fills): after them a
+   * one-element all-reduce lines the streams up, so that no rank's timed interval holds its wait
+   * for a peer still filling or checking.  (The MPI backend uses a barrier; here a host barrier
+   * would put the launch latency inside the interval.) */
   for (int it = 0; it < o->iters; it++) {
     int checked = busbw_is_checked(o, it);
     if (checked) {
@@ -225,6 +229,8 @@ static void nccl_measure(const struct busbw_case *c, int inplace, const struct b
       if (l.poison_count) BUSBW_CHECK_CUDA(cudaMemsetAsync(d_recv, 0xff, l.poison_count * ts, stream));
       if (in) BUSBW_CHECK_CUDA((cudaError_t)busbw_dev_fill(&g, in, l.in_count, stream));
     }
+    if (c->nranks > 1 && (checked || (it > 0 && busbw_is_checked(o, it - 1))))
+      BUSBW_CHECK_NCCL(ncclAllReduce(d_wrong + nslots, d_wrong + nslots, 1, ncclUint64, ncclSum, comm, stream));
     BUSBW_CHECK_CUDA(cudaEventRecord(events[2 * it], stream));
     launch(c, inplace);
     BUSBW_CHECK_CUDA(cudaEventRecord(events[2 * it + 1], stream));

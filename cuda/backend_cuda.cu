@@ -141,9 +141,21 @@ void cu_shadow_touch(const void *p, size_t bytes) {
   }
 }
 
+/* Drop the copies of any buffer inside allocation p (which is being freed), so that a later
+ * allocation at the same address cannot pick up a stale copy. */
 static void shadow_forget(const void *p) {
-  for (int i = 0; i < MAX_SHADOWS; i++)
-    if (shadows[i].base && (const void *)shadows[i].base == p) shadow_drop(i);
+  size_t bytes = 1;
+  if (live) {
+    auto it = live->find(const_cast<void *>(p));
+    if (it != live->end() && it->second) bytes = it->second;
+  }
+  const char *p0 = (const char *)p, *p1 = p0 + bytes;
+  for (int i = 0; i < MAX_SHADOWS; i++) {
+    const struct shadow *s = &shadows[i];
+    if (!s->base) continue;
+    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
+    if (s0 < p1 && p0 < s1) shadow_drop(i);
+  }
 }
 
 const bf16 *cu_weights_bf16(const float *w, size_t n, int slot) {
@@ -307,8 +319,9 @@ static void *o_alloc(size_t bytes) {
 }
 static void o_free(void *p) {
   if (!p) return;
-  shadow_forget(p);
+  /* First the queued work, which may still read p or its bf16 copy. */
   CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+  shadow_forget(p);
   cu_dev_free(p);
 }
 /* Whether host memory is page-locked (a copy from it runs truly asynchronously). */
@@ -460,14 +473,19 @@ static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, cons
  * kernel (attention.cu).  Chosen before any state buffer is planned: the states differ. */
 static int attn_flash;
 
-template <typename T> static size_t o_attn_state_bytes(int B, int N, int H) {
-  return attn_flash ? k_attn_state_bytes(B, N, H) : k_attn_gemm_state_bytes<T>(B, N, H);
+/* Whether this call takes the flash kernel.  Batched bf16 GEMMs need every head's pointer 16-byte
+ * aligned once a product's k is a multiple of 8 (cuBLAS cannot check pointers it reads from device
+ * arrays): a head at h * hd elements is not when hd % 8 != 0, so such models take the flash kernel. */
+template <typename T> static int attn_use_flash(int hd) { return attn_flash || (sizeof(T) == 2 && hd % 8 != 0); }
+
+template <typename T> static size_t o_attn_state_bytes(int B, int N, int H, int hd) {
+  return attn_use_flash<T>(hd) ? k_attn_state_bytes(B, N, H) : k_attn_gemm_state_bytes<T>(B, N, H);
 }
 template <typename T>
 static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                        int hd, float scale) {
   if (B <= 0 || N <= 0) return;
-  if (!attn_flash) {
+  if (!attn_use_flash<T>(hd)) {
     PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, (T *)state, probs, (const T *)qkv, B, N, H, hd, scale));
     return;
   }
@@ -479,7 +497,7 @@ template <typename T>
 static void o_attn_bwd(void *dqkv, const void *dout, const void *qkv, const void *state, int B,
                        int N, int H, int hd, float scale) {
   if (B <= 0 || N <= 0) return;
-  if (!attn_flash) {
+  if (!attn_use_flash<T>(hd)) {
     PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)state, B,
                                     N, H, hd, scale));
     return;
@@ -618,6 +636,7 @@ extern "C" int backend_cuda_info(struct backend_cuda_info *info) {
   CHECK_CUDA(cudaRuntimeGetVersion(&info->runtime_version));
   CHECK_CUDA(cudaDriverGetVersion(&info->driver_version));
   info->cublaslt_version = cublasLtGetVersion();
+  memcpy(info->uuid, cu.prop.uuid.bytes, sizeof info->uuid);
   return 1;
 }
 

@@ -34,6 +34,7 @@ struct backend_cuda_info {
   size_t mem_total;      /* bytes */
   int runtime_version, driver_version; /* CUDART_VERSION style (12040 = 12.4) */
   size_t cublaslt_version;
+  unsigned char uuid[16]; /* the GPU's UUID: two ranks with the same one share a GPU */
 };
 /* Facts about the GPU in use; returns 0 when the backend is not initialised. */
 int backend_cuda_info(struct backend_cuda_info *info);

@@ -1,6 +1,7 @@
 /* backend.c - system%device -> the compute backend, and the gradient communicator that goes with it. */
 #include "build_config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -18,6 +19,35 @@ static const struct ops *cpu(const struct config *cfg) {
               "computes in fp32 (use precision = 'auto' or 'fp32')");
   return backend_cpu();
 }
+
+int backend_shared_gpu(const unsigned char (*ids)[16], int n, int *a, int *b) {
+  for (int j = 1; j < n; j++)
+    for (int i = 0; i < j; i++)
+      if (!memcmp(ids[i], ids[j], 16)) {
+        *a = i;
+        *b = j;
+        return 1;
+      }
+  return 0;
+}
+
+#ifdef HAVE_CUDA
+/* One rank per GPU: a node whose launcher left every rank the same single visible GPU would share
+ * it (NCCL refuses that with "Duplicate GPU detected"; MPI would run, slowly). */
+static void check_gpus_distinct(void) {
+  const int n = comm_size();
+  if (n == 1) return;
+  struct backend_cuda_info info;
+  backend_cuda_info(&info);
+  unsigned char(*ids)[16] = xmalloc(MUL_SIZE((size_t)n, sizeof *ids));
+  comm_allgather(info.uuid, ids, sizeof info.uuid);
+  int a, b;
+  if (backend_shared_gpu((const unsigned char(*)[16])ids, n, &a, &b))
+    scd_fatal(SCD_EXIT_INPUT, "&system: ranks %d and %d use the same GPU; launch one rank per GPU (as many "
+              "ranks per node as GPUs, or CUDA_VISIBLE_DEVICES set per rank by the launcher)", a, b);
+  free(ids);
+}
+#endif
 
 const struct ops *backend_select(const struct config *cfg) {
   const char *dev = cfg->system.device;
@@ -39,7 +69,10 @@ const struct ops *backend_select(const struct config *cfg) {
              "ranks, or without any?); every rank runs on the CPU", (long long)on_gpu[0], (long long)on_gpu[1]);
     return cpu(cfg);
   }
-  if (cuda) return cuda;
+  if (cuda) {
+    check_gpus_distinct();
+    return cuda;
+  }
   if (!strcmp(dev, "cuda"))
     scd_fatal(SCD_EXIT_INPUT,
               "&system: device = 'cuda', but no GPU is usable on this node (%s); use device = "

@@ -19,6 +19,10 @@ const struct ops *backend_select(const struct config *cfg);
  * selects this rank's GPU (local rank modulo the visible devices). */
 const struct ops *backend_cuda(void);
 
+/* Two ranks that use the same GPU, from every rank's GPU UUID (ids[r], 16 bytes each): returns 1
+ * with the first such pair in *a < *b, 0 when every GPU is used by one rank. */
+int backend_shared_gpu(const unsigned char (*ids)[16], int n, int *a, int *b);
+
 /* The gradient communicator for a backend: NCCL for the CUDA backend when built with NCCL, MPI
  * otherwise. */
 struct grad_comm *backend_grad_comm(const struct ops *ops);

@@ -69,6 +69,15 @@ void comm_bcast(void *buf, size_t bytes, int root) {
   }
 }
 
+void comm_allgather(const void *mine, void *all, size_t bytes) {
+  SCD_ASSERT(bytes <= INT_MAX);
+  if (info.size == 1) {
+    memmove(all, mine, bytes);
+    return;
+  }
+  CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+}
+
 void comm_barrier(void) {
   if (info.size > 1) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 }

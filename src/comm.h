@@ -29,6 +29,8 @@ void comm_allreduce_min_f64(double *buf, size_t n);
 /* Logical OR of a flag over all ranks (e.g. "some rank saw an error / a signal"). */
 int comm_any(int flag);
 void comm_bcast(void *buf, size_t bytes, int root);
+/* all[r * bytes ...] = rank r's `mine` (bytes each, at most INT_MAX) on every rank. */
+void comm_allgather(const void *mine, void *all, size_t bytes);
 void comm_barrier(void);
 /* Every rank ends with `code` after a clean MPI_Finalize (no MPI_Abort): for errors that all
  * ranks know about together (deck errors), reported beforehand by rank 0. */

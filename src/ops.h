@@ -115,8 +115,9 @@ struct ops {
 
   /* ---- attention --------------------------------------------------------------------------- */
   /* Bytes of the per-block state attn_fwd saves for attn_bwd (the CPU backend: the fp32 softmax
-   * probabilities [B,H,N,N]; a flash-attention backend: row statistics). */
-  size_t (*attn_state_bytes)(int B, int N, int H);
+   * probabilities [B,H,N,N]; a flash-attention backend: row statistics; the CUDA backend's choice
+   * between them can depend on the head dimension hd). */
+  size_t (*attn_state_bytes)(int B, int N, int H, int hd);
   /* qkv [B, N, 3, H, hd] (the qkv Linear output: all q, then all k, then all v);
    * out [B, N, H, hd] = softmax(q k^T * scale) v for every (b, h).  state: saved for backward, NULL
    * in inference.  probs: when not NULL, also the softmax matrices as fp32 [B, H, N, N]. */

@@ -136,7 +136,7 @@ void vit_pass_plan(struct vit_pass *p, const struct vit *v, struct arena *a, con
       b->mean1 = arena_take(a, T * sizeof(float), "%s.blocks.%d.ln1_mean", tag, i);
       b->rstd1 = arena_take(a, T * sizeof(float), "%s.blocks.%d.ln1_rstd", tag, i);
       b->qkv = arena_take(a, 3 * TD, "%s.blocks.%d.qkv", tag, i);
-      b->state = arena_take(a, ops->attn_state_bytes(Bmax, p->N, d->heads), "%s.blocks.%d.attn_state",
+      b->state = arena_take(a, ops->attn_state_bytes(Bmax, p->N, d->heads, (int)(D / (size_t)d->heads)), "%s.blocks.%d.attn_state",
                             tag, i);
       b->attn = arena_take(a, TD, "%s.blocks.%d.attn", tag, i);
       b->xmid = arena_take(a, TD, "%s.blocks.%d.x_mid", tag, i);

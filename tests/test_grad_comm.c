@@ -5,12 +5,15 @@
  * finish must reduce the gaps), with a small bucket size so that ranges are merged and split into
  * several MPI_Iallreduce calls; the result must be the mean over ranks on every rank, for the CPU
  * backend (in place) and for a backend whose memory is staged through the host.  The values are
- * small integers times a power of two, so sums are exact and only the final division rounds. */
+ * small integers times a power of two, so sums are exact and only the final division rounds.
+ * Also comm_allgather, and the check that no two ranks share a GPU (backend_shared_gpu) on the
+ * gathered ids. */
 #include "build_config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "comm.h"
 #include "grad_comm.h"
 #include "ops.h"
@@ -72,6 +75,30 @@ static void run(const struct ops *ops, size_t n, size_t bucket_bytes, int rank, 
   gc->destroy(gc);
 }
 
+/* Every rank's 16-byte id gathered; distinct ids pass, a repeated one is named by the first pair. */
+static void check_gpu_ids(int rank, int world) {
+  unsigned char mine[16], (*ids)[16] = malloc((size_t)world * sizeof *ids);
+  memset(mine, 0xa5, sizeof mine);
+  mine[0] = (unsigned char)rank;
+  mine[15] = (unsigned char)(rank * 7);
+  comm_allgather(mine, ids, sizeof mine);
+  int ok = 1;
+  for (int r = 0; r < world; r++)
+    ok &= ids[r][0] == (unsigned char)r && ids[r][15] == (unsigned char)(r * 7) && ids[r][8] == 0xa5;
+  T_CHECK(ok, "comm_allgather: every rank's id in rank order");
+  int a = -1, b = -1;
+  T_CHECK(!backend_shared_gpu((const unsigned char(*)[16])ids, world, &a, &b), "distinct GPUs: no pair");
+  if (world > 1) {
+    memcpy(ids[world - 1], ids[0], 16);
+    T_CHECK(backend_shared_gpu((const unsigned char(*)[16])ids, world, &a, &b) && a == 0 && b == world - 1,
+            "the same GPU on ranks 0 and %d: found %d and %d", world - 1, a, b);
+  }
+  unsigned char four[4][16] = {{1}, {2}, {3}, {2}};
+  T_CHECK(backend_shared_gpu((const unsigned char(*)[16])four, 4, &a, &b) && a == 1 && b == 3, "pair 1, 3: %d, %d", a, b);
+  T_CHECK(!backend_shared_gpu((const unsigned char(*)[16])four, 3, &a, &b), "first three distinct");
+  free(ids);
+}
+
 int main(int argc, char **argv) {
   comm_init(&argc, &argv);
   t_init(argc, argv);
@@ -83,6 +110,7 @@ int main(int argc, char **argv) {
     run(backend_cpu(), 5000, bucket, rank, world);
     run(&staged, 777, bucket, rank, world);
   }
+  check_gpu_ids(rank, world);
   if (rank == 0) printf("grad_comm on %d rank(s): checked\n", world);
   const int status = t_finish();
   comm_finalize();

@@ -84,14 +84,15 @@ static void c_wn_bwd(float *dg, float *dv, const float *dw, const float *g, cons
 }
 
 /* The CPU backend's attention state is the fp32 probability matrix. */
-static size_t c_attn_state_bytes(int B, int N, int H) {
+static size_t c_attn_state_bytes(int B, int N, int H, int hd) {
+  (void)hd;
   return MUL_SIZE(MUL_SIZE((size_t)B * H, (size_t)N * N), sizeof(float));
 }
 static void c_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                        int hd, float scale) {
   float *P = state ? (float *)state : probs;
   TIMED(attn_s, kern_attn_fwd_f32(out, P, qkv, B, N, H, hd, scale));
-  if (state && probs) c_copy(probs, state, c_attn_state_bytes(B, N, H));
+  if (state && probs) c_copy(probs, state, c_attn_state_bytes(B, N, H, hd));
 }
 static void c_attn_bwd(void *dqkv, const void *dout, const void *qkv, const void *state, int B,
                        int N, int H, int hd, float scale) {

@@ -276,11 +276,11 @@ static void check_attention(int B, int N, int H, int hd) {
   float *qkv = gpu_randn(&R, nqkv, 1.5f);
   void *dqkv_in = gpu_act_up(g, qkv, nqkv);
   void *dout = g->alloc(no * g->act_size);
-  void *state = g->alloc(g->attn_state_bytes(B, N, H));
+  void *state = g->alloc(g->attn_state_bytes(B, N, H, hd));
   float *dprobs = g->alloc(np * sizeof(float));
   gpu_act_poison(g, dout, no);
   float *out = gpu_zeros(no), *outr = gpu_zeros(no), *pr = gpu_zeros(np), *prr = gpu_zeros(np);
-  float *P = malloc(cpu->attn_state_bytes(B, N, H));
+  float *P = malloc(cpu->attn_state_bytes(B, N, H, hd));
   g->attn_fwd(dout, state, dprobs, dqkv_in, B, N, H, hd, scale);
   cpu->attn_fwd(outr, P, prr, qkv, B, N, H, hd, scale);
   gpu_act_down(g, out, dout, no);
@@ -527,6 +527,8 @@ static void run_all(const char *precision) {
     check_attention(1, 1, 1, 64);
     check_attention(2, 50, 2, 48);  /* hd padded to 64 in the flash kernel */
     check_attention(1, 70, 1, 128);
+    check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
+    check_attention(2, 17, 2, 20);
   }
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
