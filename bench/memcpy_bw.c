@@ -79,6 +79,7 @@ int main(int argc, char **argv) {
   char *src = malloc(maxb), *dst = malloc(maxb);
   double *t = malloc((size_t)iters * sizeof *t);
   if (!src || !dst || !t) {
+    free(src), free(dst), free(t);
     fprintf(stderr, "memcpy_bw: error: out of memory for 2 x %zu bytes\n", maxb);
     return 1;
   }

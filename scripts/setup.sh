@@ -9,6 +9,7 @@
 #   scripts/setup.sh --plots    also matplotlib and scikit-learn for examples/plot_run.py
 #   scripts/setup.sh --bench    also PyTorch for the CPU comparison benchmark
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
+#   scripts/setup.sh --static   also clang's static analyzer (scan-build)
 #
 # Safe to run again: it installs only what is missing.  Needs root (or sudo).
 set -eu
@@ -22,7 +23,8 @@ for arg in "$@"; do
     --plots) pkgs="$pkgs python3-matplotlib python3-sklearn" ;;
     --bench) pkgs="$pkgs python3-torch" ;;
     --fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --static) pkgs="$pkgs clang clang-tools" ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done

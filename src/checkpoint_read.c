@@ -264,13 +264,13 @@ static void read_tensor(hid_t fid, const char *path, const char *group, const st
   if (cls != H5T_FLOAT) bad(path, "tensor %s does not hold floating-point values", name);
   hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
   const int nd = H5Sget_simple_extent_ndims(sp);
-  hsize_t dims[H5S_MAX_RANK];
-  int same = nd == t->ndim;
+  hsize_t dims[H5S_MAX_RANK] = {0};
+  int same = nd == t->ndim && nd <= H5S_MAX_RANK;
   if (nd > 0 && nd <= H5S_MAX_RANK) CHECK_H5(H5Sget_simple_extent_dims(sp, dims, NULL));
   CHECK_H5(H5Sclose(sp));
   for (int i = 0; same && i < nd; i++) same = dims[i] == (hsize_t)t->shape[i];
   if (!same) {
-    shape_str(dims, nd < 0 ? 0 : nd, got, sizeof got);
+    shape_str(dims, nd < 0 ? 0 : nd > H5S_MAX_RANK ? H5S_MAX_RANK : nd, got, sizeof got);
     bad(path, "tensor %s has shape %s in the checkpoint, but the model of this deck needs %s%s", name,
         got, want, hint);
   }

@@ -236,6 +236,7 @@ static const struct deck_value *nth_value(const struct deck_entry *e, long long 
 }
 
 static const char *group_of(const struct cfg_state *st, const struct deck_entry *e) {
+  SCD_ASSERT(e->group >= 0 && e->group < st->deck->ngroups); /* the reader files every entry under its group */
   return st->deck->groups[e->group].name;
 }
 

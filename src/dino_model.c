@@ -110,7 +110,7 @@ static void fill_droppath(struct dino_model *m, struct vit_pass *p, int crop0, i
     for (int j = 0; j < 2; j++) {
       float *s = m->dp_host + ((size_t)i * 2 + j) * p->Bmax;
       for (int r = 0; r < rows; r++) {
-        if (rate <= 0) {
+        if (rate <= 0 || !dp) {
           s[r] = 1.0f;
           continue;
         }

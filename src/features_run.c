@@ -98,6 +98,7 @@ static int64_t *subset_rows(const struct config *cfg, const struct dataset *ds, 
 static void write_file(const struct config *cfg, struct dataset *ds, const struct features_net *net,
                        const int64_t *idx, int64_t n, float *x, const int8_t *status, int64_t epoch,
                        char *path, size_t pathn) {
+  SCD_ASSERT(status); /* rank 0 has it */
   const int D = net->vit.d.dim;
   struct features f;
   memset(&f, 0, sizeof f);
