@@ -162,9 +162,25 @@ static void ensure_slots(int iters) {
   nslots = iters;
 }
 
-/* Wait for the stream while watching for asynchronous NCCL errors (a failed peer), so a broken
- * job ends with a message rather than hanging in a synchronize call. */
+/* SCDINO_NCCL_TIMEOUT seconds (default 600), as for training (cuda/grad_comm_nccl.c). */
+static double nccl_timeout(void) {
+  static double t;
+  if (t > 0) return t;
+  t = 600.0;
+  const char *to = getenv("SCDINO_NCCL_TIMEOUT");
+  if (to && *to) {
+    char *end;
+    t = strtod(to, &end);
+    if (*end || !(t > 0))
+      scd_fatal(SCD_EXIT_INPUT, "SCDINO_NCCL_TIMEOUT='%s': expected a positive number of seconds", to);
+  }
+  return t;
+}
+
+/* Wait for the stream while watching for asynchronous NCCL errors (a failed peer) and the time,
+ * so a broken job ends with a message rather than hanging in a synchronize call. */
 static void wait_stream(void) {
+  const double t0 = MPI_Wtime(), limit = nccl_timeout();
   for (;;) {
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return;
@@ -177,6 +193,12 @@ static void wait_stream(void) {
     if (async != ncclSuccess)
 #endif
       nccl_fail(async, "asynchronous NCCL error", __FILE__, __LINE__);
+    if (MPI_Wtime() - t0 > limit) {
+      ncclCommAbort(comm);
+      scd_fatal(SCD_EXIT_FAILURE, "NCCL did not complete within %.0f s on rank %d: another rank died or stalls, "
+                "or the network hangs (NCCL_DEBUG=INFO tells more; SCDINO_NCCL_TIMEOUT sets the limit)",
+                limit, comm_rank());
+    }
     sched_yield();
   }
 }

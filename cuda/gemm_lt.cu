@@ -94,6 +94,13 @@ static int build(struct lt_plan *p, const void *bias, int with_epilogue) {
                                                     &ad, sizeof ad));
   CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                     &ad, sizeof ad));
+  if (k->dt == CUDA_R_16BF) {
+    /* A split-K product may add its partial sums in the output type; in bf16 that rounds each
+     * partial sum to 8 bits.  Only the fp32 workspace (or no split) is allowed. */
+    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                      &red, sizeof red));
+  }
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
   memset(&res, 0, sizeof res);
