@@ -14,7 +14,6 @@ torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10] ...
 """
 import argparse
-import math
 import statistics
 import time
 

@@ -14,7 +14,6 @@ so upstream's restart_from_checkpoint, eval_knn.py and visualize_attention.py re
 Needs h5py and torch.  --no-optimizer leaves the optimizer state out (a much smaller file).
 """
 import argparse
-import re
 import sys
 
 try:
