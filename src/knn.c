@@ -3,8 +3,10 @@
 #include "build_config.h"
 
 #include <cblas.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,32 @@
 static size_t knn_block_bytes = (size_t)64 << 20;
 
 void knn_set_block_bytes(size_t bytes) { knn_block_bytes = bytes; }
+
+static struct {
+  char label[128];
+  double seconds;
+  int64_t total; /* test rows on all ranks (knn_evaluate_rows), 0: this rank's only */
+} prog = {"", -1.0, 0};
+
+void knn_set_progress(const char *label, double seconds) {
+  snprintf(prog.label, sizeof prog.label, "%s", label ? label : "");
+  prog.seconds = seconds;
+}
+
+/* Rank 0's line: its share stands for every rank's (the shares differ by one row at most). */
+static void progress(int64_t done, int64_t mine, double t0, double *last, int *lines) {
+  if (prog.seconds < 0 || comm_rank() != 0) return;
+  const double now = wtime();
+  if (now - *last < prog.seconds && !(done == mine && *lines > 0)) return;
+  *last = now;
+  (*lines)++;
+  const double rate = done / (now - t0 > 0 ? now - t0 : 1e-9);
+  const int64_t total = prog.total > 0 ? prog.total : mine, all = mine > 0 ? done * total / mine : total;
+  char eta[32];
+  log_fmt_duration(rate > 0 ? (mine - done) / rate : 0, eta, sizeof eta);
+  log_info("kNN on %s: %" PRId64 "/%" PRId64 " test rows (%.0f %%), %.0f rows/s per rank, eta %s", prog.label, all,
+           total, mine > 0 ? 100.0 * done / mine : 100.0, rate, eta);
+}
 
 void knn_result_init(struct knn_result *r, int nclasses, const int64_t *k, int nk, double temperature,
                      const int32_t *train_labels, int64_t n_train) {
@@ -227,6 +255,9 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
   int32_t *pred = xmalloc(MUL_SIZE((size_t)block, (size_t)nk) * sizeof *pred);
   unsigned char *hit2 = xmalloc(MUL_SIZE((size_t)block, (size_t)nk));
   const double temperature = r->temperature;
+  const double tp = wtime();
+  double last = tp;
+  int lines = 0;
 
   for (int64_t b0 = 0; b0 < n_test; b0 += block) {
     const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
@@ -278,6 +309,7 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
     }
     *r->n_test += nb_rows;
     r->seconds_select += wtime() - t1;
+    progress(b0 + nb_rows, n_test, tp, &last, &lines);
   }
   free(sim);
   free(pred);
@@ -358,7 +390,9 @@ void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasse
   const int64_t lo = n_test * rank / size, hi = n_test * (rank + 1) / size;
   float *test = gather_rows(x, d, labels, test_rows + lo, hi - lo, &test_lab);
   knn_result_init(r, nclasses, k, nk, temperature, train_lab, n_train);
+  prog.total = n_test;
   knn_accumulate(r, train, train_lab, test, test_lab, hi - lo, d);
+  prog.total = 0;
   knn_result_allreduce(r);
   knn_result_finish(r);
   free(train);

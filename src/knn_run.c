@@ -51,6 +51,9 @@ static void add_note(struct knn_report *rep, const char *fmt, ...) {
 }
 
 /* Evaluate one feature set into the next slot of the report. */
+/* &control progress_seconds, for the sets' progress lines. */
+static double progress_seconds = -1.0;
+
 static void add_set(struct knn_report *rep, const char *name, const char *label, const float *x, int d,
                     const struct features *f, const int64_t *perm, int64_t n_train, const int64_t *k, int nk,
                     double temperature, double t0) {
@@ -59,6 +62,7 @@ static void add_set(struct knn_report *rep, const char *name, const char *label,
   snprintf(s->name, sizeof s->name, "%s", name);
   snprintf(s->label, sizeof s->label, "%s", label);
   s->dim = d;
+  knn_set_progress(label, progress_seconds);
   knn_evaluate_rows(x, d, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
                     temperature, &s->res);
   s->seconds = wtime() - t0;
@@ -120,6 +124,7 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
 }
 
 int knn_run(const struct config *cfg) {
+  progress_seconds = cfg->control.progress_seconds;
   const int nk = cfg->knn.n_k;
   if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
   int64_t k[16];
