@@ -43,16 +43,13 @@ for t in $tests; do grep -q "ThreadSanitizer" "$t.log" 2>/dev/null && bad "$t: T
 w=$b/runs
 rm -rf "$w" && mkdir -p "$w" && cd "$w" || exit 1
 "$b/tests/train_mkdata" shards 40 3 20 20 >/dev/null || { echo "FAIL: tsan: train_mkdata"; exit 1; }
-deck() { # deck RUN "extra &training keys" ["&debug keys"]
-  cat <<NML
-&control calculation = 'train', run_dir = '$1', seed = 5 /
-&data shard_dir = '${SHARDS:-shards}', train_fraction = 1.0 /
-&model arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,
-       drop_path_rate = 0.2, out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
-&crops global_size = 16, local_size = 8, local_crops_number = 2 /
-&training warmup_epochs = 1, lr = 0.05, batch_size_per_rank = 4, $2 /
-&system loader_threads = 2, prefetch_batches = 3, step_timeout = 300 /
-NML
+# The decks of the training tests (tests/train_lib.sh), with 2 loader threads.
+# shellcheck source=tests/train_lib.sh
+. "$top/tests/train_lib.sh"
+deck() { # deck RUN "KEY=VALUE ..." ["&debug keys"]
+  # shellcheck disable=SC2086
+  train_deck "$1" batch_size_per_rank=4 $2 |
+    sed 's|^&system .*|\&system loader_threads = 2, prefetch_batches = 3, step_timeout = 300 /|'
   [ -n "${3:-}" ] && echo "&debug $3 /"
   return 0
 }
@@ -70,12 +67,12 @@ run() { # run NAME WANT_STATUS NRANKS: scdino NAME.nml, its output in NAME.out
     grep -A14 "WARNING: ThreadSanitizer" "$1.out" | head -40
   fi
 }
-deck full "epochs = 2" >full.nml && run full 0 1
-deck full2 "epochs = 2" >full2.nml && run full2 0 2
-deck stop "epochs = 2" "signal_at_step = 3, signal_rank = 1, signal_name = 'TERM'" >stop.nml && run stop 0 2
+deck full epochs=2 >full.nml && run full 0 1
+deck full2 epochs=2 >full2.nml && run full2 0 2
+deck stop epochs=2 "signal_at_step = 3, signal_rank = 1, signal_name = 'TERM'" >stop.nml && run stop 0 2
 grep -q "stopped after 4 steps" stop.out || bad "stop: no stop after 4 steps"
 mkdir -p tshards && cp shards/* tshards/ && head -c 45000 shards/shard-00001.h5 >tshards/shard-00001.h5
-SHARDS=tshards deck trunc "epochs = 1" >trunc.nml && run trunc 3 2
+TRAIN_SHARDS=tshards deck trunc epochs=1 >trunc.nml && run trunc 3 2
 grep -q "shard-00001.h5: cannot open shard" trunc.out || bad "trunc: the truncated shard is not named"
 
 if [ "$fails" != 0 ]; then
