@@ -13,6 +13,7 @@
 #include "busbw.h"
 #include "check.h"
 #include "comm.h"
+#include "grad_comm.h"
 
 static ncclComm_t comm;
 static cudaStream_t stream;
@@ -162,25 +163,10 @@ static void ensure_slots(int iters) {
   nslots = iters;
 }
 
-/* SCDINO_NCCL_TIMEOUT seconds (default 600), as for training (cuda/grad_comm_nccl.c). */
-static double nccl_timeout(void) {
-  static double t;
-  if (t > 0) return t;
-  t = 600.0;
-  const char *to = getenv("SCDINO_NCCL_TIMEOUT");
-  if (to && *to) {
-    char *end;
-    t = strtod(to, &end);
-    if (*end || !(t > 0))
-      scd_fatal(SCD_EXIT_INPUT, "SCDINO_NCCL_TIMEOUT='%s': expected a positive number of seconds", to);
-  }
-  return t;
-}
-
 /* Wait for the stream while watching for asynchronous NCCL errors (a failed peer) and the time,
  * so a broken job ends with a message rather than hanging in a synchronize call. */
 static void wait_stream(void) {
-  const double t0 = MPI_Wtime(), limit = nccl_timeout();
+  const double t0 = MPI_Wtime(), limit = grad_comm_nccl_timeout();
   for (;;) {
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return;

@@ -233,6 +233,16 @@ static void n_destroy(struct grad_comm *gc) {
   free(gc);
 }
 
+double grad_comm_nccl_timeout(void) {
+  const char *to = getenv("SCDINO_NCCL_TIMEOUT");
+  if (!to || !*to) return NCCL_TIMEOUT_DEFAULT;
+  char *end;
+  const double t = strtod(to, &end);
+  if (*end || !(t > 0))
+    scd_fatal(SCD_EXIT_INPUT, "SCDINO_NCCL_TIMEOUT='%s': expected a positive number of seconds", to);
+  return t;
+}
+
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes) {
   void *stream = backend_cuda_stream();
   if (!stream || strcmp(ops->name, "cuda") != 0)
@@ -243,15 +253,7 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   g->compute = (cudaStream_t)stream;
   grad_comm_merge_init(&g->merge, bucket_bytes);
   grad_comm_sent_init(&g->sent);
-  g->timeout = NCCL_TIMEOUT_DEFAULT;
-  const char *to = getenv("SCDINO_NCCL_TIMEOUT");
-  if (to && *to) {
-    char *end;
-    const double t = strtod(to, &end);
-    if (*end || !(t > 0))
-      scd_fatal(SCD_EXIT_INPUT, "SCDINO_NCCL_TIMEOUT='%s': expected a positive number of seconds", to);
-    g->timeout = t;
-  }
+  g->timeout = grad_comm_nccl_timeout();
   const struct comm_info *ci = comm_get();
   /* The communicator spans every rank, also a single one, so one code path runs everywhere. */
   ncclUniqueId id;
