@@ -92,6 +92,8 @@ extern const struct busbw_backend busbw_backend_mpi;
 extern const struct busbw_backend busbw_backend_nccl;
 /* Whether this rank has a GPU of its own (and picks it); if not, why (for the header). */
 int busbw_nccl_usable(char *why, size_t n);
+/* The UUID of the GPU busbw_nccl_usable() chose. */
+void busbw_nccl_uuid(unsigned char uuid[16]);
 /* Create the communicator on the local GPU (collective over MPI_COMM_WORLD). */
 void busbw_nccl_init(void);
 #endif

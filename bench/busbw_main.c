@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "busbw.h"
 #include "check.h"
 #include "comm.h"
@@ -36,7 +37,25 @@ static const struct busbw_backend *choose_backend(const struct busbw_opts *o, co
   char why[256] = "";
   int ok = busbw_nccl_usable(why, sizeof why), all_ok = 0;
   CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (all_ok) return &busbw_backend_nccl;
+  if (all_ok) {
+    /* One rank per GPU: NCCL would refuse two ranks on one GPU with a less helpful message. */
+    const int size = comm_size();
+    unsigned char(*ids)[16] = xmalloc(MUL_SIZE((size_t)size, sizeof *ids));
+    unsigned char mine[16];
+    busbw_nccl_uuid(mine);
+    comm_allgather(mine, ids, sizeof mine);
+    int a, b;
+    const int shared = backend_shared_gpu((const unsigned char(*)[16])ids, size, &a, &b);
+    free(ids);
+    if (!shared) return &busbw_backend_nccl;
+    if (o->backend == BUSBW_BACKEND_NCCL) {
+      if (comm_rank() == 0)
+        fprintf(stderr, "%s: error: -B nccl: ranks %d and %d use the same GPU; launch one rank per GPU\n", prog, a, b);
+      comm_exit_all(SCD_EXIT_FAILURE);
+    }
+    snprintf(note, n, "-B auto chose mpi: ranks %d and %d share a GPU", a, b);
+    return &busbw_backend_mpi;
+  }
   if (o->backend == BUSBW_BACKEND_NCCL) {
     if (!ok) fprintf(stderr, "%s: error (rank %d): -B nccl: no usable GPU: %s\n", prog, comm_rank(), why);
     comm_exit_all(SCD_EXIT_FAILURE);

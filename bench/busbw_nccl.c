@@ -18,6 +18,7 @@
 static ncclComm_t comm;
 static cudaStream_t stream;
 static int device = -1;
+static unsigned char device_uuid[16]; /* of the chosen GPU: two ranks with the same one share it */
 static char *d_send, *d_recv;
 static unsigned long long *d_wrong; /* one counter per timed iteration, then the line-up element */
 static unsigned long long *h_wrong;
@@ -69,7 +70,20 @@ int busbw_nccl_usable(char *why, size_t n) {
     snprintf(why, n, "%d ranks on this node but %d GPUs: launch one rank per GPU", ci->local_size, ndev);
     return 0;
   }
+  struct cudaDeviceProp p;
+  e = cudaGetDeviceProperties(&p, device);
+  if (e != cudaSuccess) {
+    snprintf(why, n, "cudaGetDeviceProperties(%d): %s", device, cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return 0;
+  }
+  memcpy(device_uuid, p.uuid.bytes, sizeof device_uuid);
   return 1;
+}
+
+void busbw_nccl_uuid(unsigned char uuid[16]) {
+  SCD_ASSERT(device >= 0); /* chosen by busbw_nccl_usable() */
+  memcpy(uuid, device_uuid, sizeof device_uuid);
 }
 
 void busbw_nccl_init(void) {

@@ -45,6 +45,16 @@ struct nccl_gc {
   double timeout;
 };
 
+/* The communicator comm_exit_all aborts: an agreed error (a non-finite loss on every rank) can end
+ * the job with collectives still queued, which ncclCommDestroy would wait for. */
+static ncclComm_t live_comm;
+
+static void abort_live_comm(void) {
+  if (!live_comm) return;
+  ncclCommAbort(live_comm);
+  live_comm = NULL;
+}
+
 /* ---- start-up report ---------------------------------------------------------------------------- */
 
 /* Which NCCL network plugin the library loaded (dlopen with RTLD_NOLOAD finds only loaded ones). */
@@ -125,11 +135,13 @@ static void wait_event(struct nccl_gc *g, cudaEvent_t ev, const char *what) {
       const char *last = ncclGetLastError(g->comm);
       char msg[512];
       snprintf(msg, sizeof msg, "%s", last ? last : "");
+      if (live_comm == g->comm) live_comm = NULL;
       ncclCommAbort(g->comm);
       scd_fatal(SCD_EXIT_FAILURE, "NCCL %s failed on rank %d: %s%s%s", what, comm_rank(),
                 ncclGetErrorString(ae), msg[0] ? ": " : "", msg);
     }
     if (wtime() - t0 > g->timeout) {
+      if (live_comm == g->comm) live_comm = NULL;
       ncclCommAbort(g->comm);
       scd_fatal(SCD_EXIT_FAILURE,
                 "NCCL %s did not complete within %.0f s on rank %d: another rank died or stalls, or "
@@ -223,6 +235,7 @@ static void n_destroy(struct grad_comm *gc) {
    * ends the job with a message instead of hanging the exit. */
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
   wait_event(g, g->done, "the last all-reduce before shutdown");
+  if (live_comm == g->comm) live_comm = NULL;
   CHECK_NCCL_COMM(ncclCommDestroy(g->comm), NULL);
   CHECK_CUDA(cudaEventDestroy(g->ready));
   CHECK_CUDA(cudaEventDestroy(g->done));
@@ -261,6 +274,8 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   if (ci->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
   if (ci->size > 1) CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
   CHECK_NCCL(ncclCommInitRank(&g->comm, ci->size, id, ci->rank));
+  live_comm = g->comm;
+  comm_at_exit(abort_live_comm);
   CHECK_CUDA(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
   CHECK_CUDA(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));

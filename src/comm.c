@@ -82,11 +82,27 @@ void comm_barrier(void) {
   if (info.size > 1) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+#define MAX_EXIT_HOOKS 4
+static void (*exit_hooks[MAX_EXIT_HOOKS])(void);
+
+void comm_at_exit(void (*fn)(void)) {
+  for (int i = 0; i < MAX_EXIT_HOOKS; i++) {
+    if (exit_hooks[i] == fn) return;
+    if (!exit_hooks[i]) {
+      exit_hooks[i] = fn;
+      return;
+    }
+  }
+  SCD_FAIL("comm_at_exit: more than %d functions", MAX_EXIT_HOOKS);
+}
+
 void comm_exit_all(int code) {
   scd_exit_claim(code);
   fflush(stdout);
   fflush(stderr);
   scd_tmpfile_remove_all();
+  for (int i = MAX_EXIT_HOOKS - 1; i >= 0; i--) /* the last registered first */
+    if (exit_hooks[i]) exit_hooks[i]();
   comm_finalize();
   exit(code);
 }

@@ -35,6 +35,10 @@ void comm_barrier(void);
 /* Every rank ends with `code` after a clean MPI_Finalize (no MPI_Abort): for errors that all
  * ranks know about together (deck errors), reported beforehand by rank 0. */
 SCD_NORETURN void comm_exit_all(int code);
+/* Register fn for comm_exit_all to call before MPI_Finalize (at most 4 functions; registering one
+ * twice keeps one): libraries with their own connections, such as an NCCL communicator, are torn
+ * down before MPI and the process go. */
+void comm_at_exit(void (*fn)(void));
 
 /* The MPI library's version string (MPI_Get_library_version; callable before MPI_Init). */
 const char *comm_library_version(void);

@@ -48,8 +48,8 @@ static void test_basic(void) {
   const struct deck_entry *e = entry("alpha");
   T_CHECK(e && e->nvalues == 1 && e->values[0].kind == DECK_INT && e->values[0].i == 1, "alpha = 1");
   T_CHECK(e && e->line == 2 && e->col == 3, "key position");
-  T_CHECK(e && e->values[0].line == 2 && e->values[0].col == 11, "value position %d:%d", e->values[0].line,
-          e->values[0].col);
+  T_CHECK(e && e->values[0].line == 2 && e->values[0].col == 11, "value position %d:%d", e ? e->values[0].line : -1,
+          e ? e->values[0].col : -1);
   T_CHECK(e && !e->has_sub && !e->bad && e->group == 0, "flags");
   T_CHECK(D.nlines == 4 && strcmp(D.lines[1], "  alpha = 1") == 0 && D.lines[3][0] == '\0', "source lines");
 }

@@ -6,8 +6,8 @@
  * several MPI_Iallreduce calls; the result must be the mean over ranks on every rank, for the CPU
  * backend (in place) and for a backend whose memory is staged through the host.  The values are
  * small integers times a power of two, so sums are exact and only the final division rounds.
- * Also comm_allgather, and the check that no two ranks share a GPU (backend_shared_gpu) on the
- * gathered ids. */
+ * Also comm_allgather, the check that no two ranks share a GPU (backend_shared_gpu) on the
+ * gathered ids, and with --exit-hooks the functions comm_exit_all calls (comm_at_exit). */
 #include "build_config.h"
 
 #include <stdlib.h>
@@ -99,9 +99,23 @@ static void check_gpu_ids(int rank, int world) {
   free(ids);
 }
 
+/* comm_at_exit: comm_exit_all runs the registered functions, the last registered first, each once
+ * however often it was registered (tests/grad_comm.sh checks the lines and the status). */
+static void hook_first(void) { printf("exit hook first on rank %d\n", comm_rank()); }
+static void hook_second(void) { printf("exit hook second on rank %d\n", comm_rank()); }
+
+static SCD_NORETURN void exit_through_hooks(void) {
+  comm_at_exit(hook_first);
+  comm_at_exit(hook_second);
+  comm_at_exit(hook_first);
+  comm_exit_all(5);
+}
+
 int main(int argc, char **argv) {
   comm_init(&argc, &argv);
   t_init(argc, argv);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--exit-hooks")) exit_through_hooks();
   const int rank = comm_rank(), world = comm_size();
   staged = *backend_cpu();
   staged.name = "staged";
