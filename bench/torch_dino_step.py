@@ -12,6 +12,7 @@ The last lines are "RESULT key=value ..." for tests/gpu/run.sh and BENCH lines n
 torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 
 usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10] ...
+(--device cpu with a small model checks the script where there is no GPU; its numbers mean nothing.)
 """
 import argparse
 import statistics
@@ -47,7 +48,10 @@ class Block(nn.Module):
     def attention(self, x):
         b, n, d = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:  # torch < 2.0 (Debian's 1.13: the --device cpu check in make check)
+            y = torch.softmax((q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1), dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, n, d))
 
     def forward(self, x):
@@ -95,9 +99,14 @@ class Head(nn.Module):
             d = hidden
         layers.append(nn.Linear(d, bottleneck))
         self.mlp = nn.Sequential(*layers)
-        self.last_layer = nn.utils.parametrizations.weight_norm(nn.Linear(bottleneck, out, bias=False))
-        self.last_layer.parametrizations.weight.original0.data.fill_(1.0)
-        self.last_layer.parametrizations.weight.original0.requires_grad = False  # norm_last_layer
+        if hasattr(nn.utils.parametrizations, "weight_norm"):
+            self.last_layer = nn.utils.parametrizations.weight_norm(nn.Linear(bottleneck, out, bias=False))
+            g = self.last_layer.parametrizations.weight.original0
+        else:  # torch < 2.1
+            self.last_layer = nn.utils.weight_norm(nn.Linear(bottleneck, out, bias=False))
+            g = self.last_layer.weight_g
+        g.data.fill_(1.0)
+        g.requires_grad = False  # norm_last_layer
 
     def forward(self, x):
         return self.last_layer(F.normalize(self.mlp(x), dim=-1, p=2))
@@ -150,8 +159,14 @@ def main():
     ap.add_argument("--n-local", type=int, default=8)
     ap.add_argument("--out-dim", type=int, default=65536)
     ap.add_argument("--peak-tflops", type=float, default=0.0)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     a = ap.parse_args()
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
     torch.manual_seed(40)
     grid = 224 // a.patch
 
@@ -179,7 +194,7 @@ def main():
     t_params = [p for p in teacher.parameters()]
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
             with torch.no_grad():
                 t_out = ft([torch.cat(g)]).float()
             s_out = fs([torch.cat(g)] + ([torch.cat(loc)] if loc else [])).float()
@@ -199,10 +214,10 @@ def main():
 
     times = []
     for it in range(a.warmup + a.steps):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        sync()
         dt = time.perf_counter() - t0
         if it >= a.warmup:
             times.append(dt)
@@ -216,14 +231,14 @@ def main():
              + head_flops(a.dim, 2048, 256, a.out_dim, 3, (2 + a.n_local) * b))
     fwd_t = vit_flops(a.dim, a.depth, hid, a.chans, a.patch, 2 * b, ng, ng - 1) + head_flops(a.dim, 2048, 256, a.out_dim, 3, 2 * b)
     flops = 3 * fwd_s + fwd_t
-    name = torch.cuda.get_device_name()
+    name = torch.cuda.get_device_name() if cuda else "CPU"
     peak = a.peak_tflops * 1e12 or (989.4e12 if ("H100" in name or "H200" in name) else float("nan"))
     mfu = flops / (ms * 1e-3) / peak
-    mem = torch.cuda.max_memory_allocated() / 2**20
+    mem = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
     print(f"{name}, torch {torch.__version__}: {a.mode}, batch {b}: median {ms:.1f} ms per step, "
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
     print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
-          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} torch={torch.__version__}")
+          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__}")
     notes = f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, {flops / 1e9:.1f} GFLOP per step"
     bench_result(f"torch_dino_step.{a.mode}", "step_time", ms, "ms", notes + f", median of {a.steps}")
     bench_result(f"torch_dino_step.{a.mode}", "images_per_s", b / (ms * 1e-3), "images/s", notes)

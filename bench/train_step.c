@@ -164,9 +164,9 @@ int main(int argc, char **argv) {
   const int Ng = sf.Ng, Nl = sf.Nl;
   const double flops = sf.total;
   printf("ViT D=%d depth=%d heads=%d p=%d C=%zu, head K=%d; B=%d, global %d (%d tokens) x2, local %d "
-         "(%d tokens) x%d; %zu parameters, activations %.1f MiB; %.1f GFLOP per step\n",
+         "(%d tokens) x%d; %zu parameters, activations %.1f MiB; %.1f GFLOP per step (%.0f FLOP)\n",
          s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, B, G, Ng, L, Nl, nl,
-         tensors_numel(&m->tt), m->acts.size / 1048576.0, flops / 1e9);
+         tensors_numel(&m->tt), m->acts.size / 1048576.0, flops / 1e9, flops);
 
   double best = 1e300, best_gemm = 0;
   for (int it = 0; it <= steps; it++) {
