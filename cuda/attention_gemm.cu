@@ -22,7 +22,10 @@ static cublasHandle_t blas_handle(void) {
   if (!blas) {
     CHECK_CUBLAS(cublasCreate(&blas));
     CHECK_CUBLAS(cublasSetStream(blas, cu.stream));
-    CHECK_CUBLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH)); /* no TF32 for fp32 */
+    /* No TF32 for fp32; partial sums of split-k products added in fp32, never in bf16 (as the
+     * cuBLASLt GEMMs' REDUCTION_SCHEME_MASK). */
+    CHECK_CUBLAS(cublasSetMathMode(
+        blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   }
   return blas;
 }

@@ -107,7 +107,7 @@ static int build(struct lt_plan *p, const void *bias, int with_epilogue) {
   cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
   CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
     p->algo = res.algo;
     p->bias_epilogue = with_epilogue;
     return 1;

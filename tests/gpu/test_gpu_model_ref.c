@@ -10,8 +10,12 @@
  * and per layer; a wrong kernel gives errors of order 1).  bf16 weights: AdamW's first steps move
  * every element by about lr, in the direction of its gradient's sign, which rounding can flip
  * where a gradient is tiny; so no element may differ by more than 2.5 lr per step taken, and the
- * whole buffer by 1e-2 relative.  The key part of qkv.bias has an exactly zero gradient, so there
- * both sides hold rounding noise: it is compared in absolute terms, as in the CPU test. */
+ * whole buffer by 1e-2 relative.  The key part of qkv.bias has an exactly zero gradient, so both
+ * sides hold rounding noise there, which AdamW's first steps (eps 1e-8) turn into moves of up to lr
+ * whatever its size: its gradient must be noise (at most 1e-4 of the largest q, v bias gradient),
+ * and its weights may differ by 2 lr per step.  The position embedding interpolated at step 2 comes
+ * from weights updated once, so in bf16 it is held to the weights' 1e-2, and the centre, which
+ * follows bf16 teacher outputs, to 2e-2 before and after each update. */
 #include "build_config.h"
 
 #include <hdf5.h>
@@ -29,7 +33,7 @@
 #include "../dino_ref.h"
 #include "../testutil.h"
 
-#define TOL_KBIAS 1e-4 /* absolute per step on the key part of qkv.bias (lr 1e-3 steps) */
+#define KGRAD_REL 1e-4 /* the key part's gradient against the largest q, v part's */
 
 static const char *ref;
 static const struct ops *ops;
@@ -107,10 +111,21 @@ static void cmp_params(const struct tensor_table *tt, const char *group, const f
     double e;
     if (dino_ref_is_qkv_bias(t)) { /* q and v relative, k absolute (see the header) */
       const size_t D3 = n / 3;
-      e = dino_ref_qv_rel_err(host + t->off, r, n);
-      if (!grads) {
-        const double ek = t_max_abs_diff_f32(host + t->off + D3, r + D3, D3);
-        T_CHECK(ek <= TOL_KBIAS * steps, "%s %s (k part): max abs difference %.3e", tag, path, ek);
+      const float *h = host + t->off;
+      e = dino_ref_qv_rel_err(h, r, n);
+      if (grads) {
+        double kmax = 0, qvmax = 0;
+        for (size_t j = 0; j < n; j++) {
+          const double a = fabs(h[j]);
+          if (j >= D3 && j < 2 * D3) kmax = a > kmax || a != a ? a : kmax;
+          else if (a > qvmax) qvmax = a;
+        }
+        T_CHECK(kmax <= KGRAD_REL * qvmax, "%s %s (k part): gradient %.3e, q and v up to %.3e", tag, path, kmax,
+                qvmax);
+      } else {
+        const double ek = t_max_abs_diff_f32(h + D3, r + D3, D3);
+        T_CHECK(ek <= 2 * lr_ref * steps, "%s %s (k part): max abs difference %.3e > %.1e", tag, path, ek,
+                2 * lr_ref * steps);
       }
     } else {
       e = t_rel_err_f32(host + t->off, r, n);
@@ -160,14 +175,15 @@ static void run(const char *precision, const char *attention) {
     snprintf(p, sizeof p, "/step%d/inputs/local", step);
     float *lc = upload_dataset(p);
     snprintf(p, sizeof p, "/step%d/center_before", step);
-    cmp_dev(st.loss.center, 0, (size_t)K, p, 1e-5);
+    cmp_dev(st.loss.center, 0, (size_t)K, p, bf ? 2e-2 : 1e-5);
     dino_model_forward(m, gl, lc, B, NULL);
     snprintf(p, sizeof p, "/step%d/outputs/student_cls_global", step);
     cmp_dev(m->sh.in, 1, (size_t)2 * B * D, p, tol_fwd);
     snprintf(p, sizeof p, "/step%d/outputs/student_cls_local", step);
     cmp_dev((char *)m->sh.in + (size_t)2 * B * D * e, 1, (size_t)nl * B * D, p, tol_fwd);
     snprintf(p, sizeof p, "/step%d/outputs/pos_embed_local", step);
-    cmp_dev(m->sl.pos, 0, (size_t)m->sl.N * D, p, 2e-5); /* fp32 in both precisions */
+    /* fp32 in both precisions, from weights that bf16 steps have moved */
+    cmp_dev(m->sl.pos, 0, (size_t)m->sl.N * D, p, bf && step > 1 ? 1e-2 : 2e-5);
     snprintf(p, sizeof p, "/step%d/outputs/student_logits", step);
     cmp_dev(m->sh.logits, 1, (size_t)ncrops * B * K, p, tol_fwd);
     snprintf(p, sizeof p, "/step%d/outputs/teacher_logits", step);

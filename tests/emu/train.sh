@@ -1,0 +1,35 @@
+#!/bin/sh
+# tests/emu/train.sh - scdino with device = 'cuda' under the CPU emulator (tests/emu/scdino): GPU
+# augmentation from raw batches, the CUDA ops in bf16 and fp32, gradients over the NCCL
+# communicator on 1 and 2 ranks, checkpoints; and the restart contract on that path: one epoch,
+# a restart, the second epoch equal bit for bit to two epochs in one run.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/train_lib.sh"
+scratch emu_train
+train_data shards
+exe="$top_builddir/tests/emu/scdino"
+cuda() { sed "s|&system |\&system device = 'cuda', |"; }
+
+# One rank, fp32: the backend and communicator the log names, a finite loss, a checkpoint.
+train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" log_every=1 | cuda >fp32.nml
+expect_exit 0 "$exe" fp32.nml
+expect_grep 'train: backend cuda, gradient all-reduce nccl over 1 rank$'
+expect_grep 'Epoch \[0/1\] it 5/5 eta [^ ]+ loss [0-9]+\.[0-9]+ '
+nchecks=$((nchecks + 1))
+[ -f fp32/checkpoint.h5 ] || fail "fp32: no checkpoint"
+
+# Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
+if [ "$MPIEXEC" != none ]; then
+  train_deck full epochs=2 batch_size_per_rank=4 | cuda >full.nml
+  expect_exit 0 $MPIEXEC -n 2 "$exe" full.nml
+  expect_grep 'train: backend cuda, gradient all-reduce nccl over 2 ranks$'
+  expect_grep 'Epoch \[1/2\] it 5/5'
+  train_deck split epochs=2 batch_size_per_rank=4 max_steps=5 | cuda >a.nml
+  expect_exit 0 $MPIEXEC -n 2 "$exe" a.nml
+  expect_grep 'stopped after 5 steps of this launch at the end of epoch 0'
+  train_deck split epochs=2 batch_size_per_rank=4 restart=.true. | cuda >b.nml
+  expect_exit 0 $MPIEXEC -n 2 "$exe" b.nml
+  expect_grep 'restart: continuing from split/checkpoint.h5 at epoch 1, iteration 0'
+  ckpt_same full/checkpoint.h5 split/checkpoint.h5
+fi
+finish
