@@ -176,10 +176,11 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
 }
 
 /* The whole checkpoint as an HDF5 file image in memory (the core driver, no file on disk): every
- * byte of I/O is then done, and checked, by write_image.  Returns it malloc'd, its size in *size.
+ * byte of I/O is then done, and checked, by write_image.  Returns it malloc'd, its size in *size;
+ * frees h's buffers on the way.
  * (HDF5 1.10 cannot close a file whose write failed, and crashes at exit trying again; an image
  * never fails to write.) */
-static void *build_image(const struct ckpt_state *st, const struct host_state *h, const char *deck,
+static void *build_image(const struct ckpt_state *st, struct host_state *h, const char *deck,
                          size_t *size) {
   const struct tensor_table *tt = &st->model->tt;
   hid_t fapl = (hid_t)W(H5Pcreate(H5P_FILE_ACCESS));
@@ -220,6 +221,9 @@ static void *build_image(const struct ckpt_state *st, const struct host_state *h
   snprintf(c.name, sizeof c.name, "center");
   write_tensor(gl, &c, h->center);
   W(H5Gclose(gl));
+  /* The tensors are in the image now: their host copies go before the image is copied out, so
+   * that rank 0 holds two copies of the state at most, not three. */
+  host_free(h);
 
   /* Where the data stream continues: every rank's batches, crops and drop-path masks follow from
    * these counters and the seed (checkpoint.h). */
@@ -310,7 +314,6 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
     void *image = build_image(st, &h, deck, &size);
     shards_h5_unlock();
     free(deck);
-    host_free(&h);
     /* One image, written to checkpoint.h5 (keeping the previous one) and checkpoint_EEEE.h5. */
     for (int i = 0; i < npaths; i++) write_image(paths[i], image, size, i == 0 && st->keep_prev, st->cfg);
     free(image);

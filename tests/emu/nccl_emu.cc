@@ -1,10 +1,13 @@
-/* nccl_emu.cc - the NCCL calls of the gradient communicator, for the CPU emulator (tests/emu/).
+/* nccl_emu.cc - the NCCL calls of the gradient communicator and the busbw benchmark, for the CPU
+ * emulator (tests/emu/).
  *
- * A communicator is MPI_COMM_WORLD (nccl_mpi.c) (its size and this rank must be what ncclCommInitRank is given);
- * ncclAllReduce of fp32/fp64/int32 sums, maxima and minima is an MPI_Allreduce on the host buffers
- * that stand for device memory, done at once on the calling thread.  Calls inside
- * ncclGroupStart/End run as they come: every rank issues them in the same order.  Anything else
- * (other types or operations) fails with ncclInvalidArgument and a message. */
+ * A communicator is MPI_COMM_WORLD (nccl_mpi.c; its size and this rank must be what
+ * ncclCommInitRank is given).  All-reduce, reduce-scatter, all-gather and broadcast are the MPI
+ * collectives on the host buffers that stand for device memory, done at once on the calling
+ * thread; reductions of 8-64-bit integers and fp32/fp64 (sum, product, max, min, and avg of
+ * floating types).  Calls inside ncclGroupStart/End run as they come: every rank issues them in
+ * the same order.  Anything else (fp16/bf16 reductions, other operations) fails with
+ * ncclInvalidArgument and a message. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,31 +79,125 @@ const char *ncclGetLastError(ncclComm_t comm) {
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
 ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return comm ? ncclSuccess : invalid("ncclCommFinalize: no communicator");
+}
+
+} // extern "C"
+
+namespace {
+
+/* NCCL's element type as the MPI side's, with its size; false for types MPI has no reduction of
+ * (fp16, bf16, fp8). */
+bool elem_type(ncclDataType_t type, emu_type *t, size_t *size) {
+  switch (type) {
+  case ncclInt8: *t = EMU_I8; *size = 1; return true;
+  case ncclUint8: *t = EMU_U8; *size = 1; return true;
+  case ncclInt32: *t = EMU_I32; *size = 4; return true;
+  case ncclUint32: *t = EMU_U32; *size = 4; return true;
+  case ncclInt64: *t = EMU_I64; *size = 8; return true;
+  case ncclUint64: *t = EMU_U64; *size = 8; return true;
+  case ncclFloat32: *t = EMU_F32; *size = 4; return true;
+  case ncclFloat64: *t = EMU_F64; *size = 8; return true;
+  default: return false;
+  }
+}
+
+/* The reduction; ncclAvg is a sum divided afterwards (floating types only). */
+bool red_op(ncclRedOp_t op, emu_op *o, bool *avg) {
+  *avg = false;
+  switch (op) {
+  case ncclSum: *o = EMU_SUM; return true;
+  case ncclProd: *o = EMU_PROD; return true;
+  case ncclMax: *o = EMU_MAX; return true;
+  case ncclMin: *o = EMU_MIN; return true;
+  case ncclAvg: *o = EMU_SUM; *avg = true; return true;
+  default: return false;
+  }
+}
+
+void divide(void *buf, size_t count, emu_type t, int n) {
+  if (t == EMU_F32)
+    for (size_t i = 0; i < count; i++) ((float *)buf)[i] /= (float)n;
+  else
+    for (size_t i = 0; i < count; i++) ((double *)buf)[i] /= (double)n;
+}
+
+ncclResult_t reduction(const char *fn, bool scatter, const void *send, void *recv, size_t count,
+                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
+  char msg[160];
+  emu_type t;
+  size_t size;
+  emu_op o;
+  bool avg;
+  if (!comm) {
+    snprintf(msg, sizeof msg, "%s: no communicator", fn);
+    return invalid(msg);
+  }
+  if (!elem_type(type, &t, &size) || !red_op(op, &o, &avg) || (avg && t != EMU_F32 && t != EMU_F64)) {
+    snprintf(msg, sizeof msg, "%s: type %d with operation %d is not emulated", fn, (int)type, (int)op);
+    return invalid(msg);
+  }
+  if (count > (size_t)1 << 30) {
+    snprintf(msg, sizeof msg, "%s: more than 2^30 elements", fn);
+    return invalid(msg);
+  }
+  int rc = 0;
+  if (comm->nranks == 1) {
+    if (send != recv) memmove(recv, send, count * size);
+  } else {
+    rc = scatter ? emu_mpi_reduce_scatter(send, recv, count, t, o) : emu_mpi_allreduce(send, recv, count, t, o);
+  }
+  if (rc == 0 && avg) divide(recv, count, t, comm->nranks);
+  return rc == 0 ? ncclSuccess : ncclSystemError;
+}
+
+size_t type_size(ncclDataType_t type) {
+  emu_type t;
+  size_t size = 0;
+  if (elem_type(type, &t, &size)) return size;
+  return type == ncclFloat16 || type == ncclBfloat16 ? 2 : 0;
+}
+
+} // namespace
+
+extern "C" {
+
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  if (!comm) return invalid("ncclAllReduce: no communicator");
-  emu_type t;
-  size_t size;
-  switch (type) {
-  case ncclFloat32: t = EMU_F32; size = 4; break;
-  case ncclFloat64: t = EMU_F64; size = 8; break;
-  case ncclInt32: t = EMU_I32; size = 4; break;
-  default: return invalid("ncclAllReduce: only fp32, fp64 and int32 are emulated");
-  }
-  emu_op o;
-  switch (op) {
-  case ncclSum: o = EMU_SUM; break;
-  case ncclMax: o = EMU_MAX; break;
-  case ncclMin: o = EMU_MIN; break;
-  default: return invalid("ncclAllReduce: only sum, max and min are emulated");
-  }
-  if (count > (size_t)1 << 30) return invalid("ncclAllReduce: more than 2^30 elements");
+  return reduction("ncclAllReduce", false, send, recv, count, type, op, comm);
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return reduction("ncclReduceScatter", true, send, recv, count, type, op, comm);
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  (void)stream;
+  const size_t size = type_size(type);
+  if (!comm || !size) return invalid("ncclAllGather: no communicator, or a type that is not emulated");
   if (comm->nranks == 1) {
     if (send != recv) memmove(recv, send, count * size);
     return ncclSuccess;
   }
-  return emu_mpi_allreduce(send, recv, (int)count, t, o) == 0 ? ncclSuccess : ncclSystemError;
+  return emu_mpi_allgather(send, recv, count * size) == 0 ? ncclSuccess : ncclSystemError;
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  const size_t size = type_size(type);
+  if (!comm || !size || root < 0 || root >= comm->nranks)
+    return invalid("ncclBroadcast: no communicator, a type that is not emulated, or a bad root");
+  if (comm->nranks == 1) {
+    if (send != recv) memmove(recv, send, count * size);
+    return ncclSuccess;
+  }
+  return emu_mpi_bcast(send, recv, count * size, root) == 0 ? ncclSuccess : ncclSystemError;
 }
 
 } // extern "C"

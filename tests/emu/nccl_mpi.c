@@ -1,11 +1,31 @@
 /* nccl_mpi.c - the MPI side of the emulator's NCCL stand-in (nccl_emu.cc), in C so that only the
- * MPI C wrapper compiles against mpi.h. */
+ * MPI C wrapper compiles against mpi.h.  NCCL's in-place forms pass overlapping buffers (the
+ * rank's chunk inside the whole), which MPI does not allow: the send side is copied first. */
 #include "build_config.h"
 
+#include <limits.h>
 #include <mpi.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "emu_nccl_mpi.h"
+
+static MPI_Datatype mpi_type(enum emu_type t, size_t *size) {
+  switch (t) {
+  case EMU_I8: *size = 1; return MPI_INT8_T;
+  case EMU_U8: *size = 1; return MPI_UINT8_T;
+  case EMU_I32: *size = 4; return MPI_INT32_T;
+  case EMU_U32: *size = 4; return MPI_UINT32_T;
+  case EMU_I64: *size = 8; return MPI_INT64_T;
+  case EMU_U64: *size = 8; return MPI_UINT64_T;
+  case EMU_F32: *size = 4; return MPI_FLOAT;
+  default: *size = 8; return MPI_DOUBLE;
+  }
+}
+
+static MPI_Op mpi_op(enum emu_op op) {
+  return op == EMU_SUM ? MPI_SUM : op == EMU_PROD ? MPI_PROD : op == EMU_MAX ? MPI_MAX : MPI_MIN;
+}
 
 void emu_mpi_world(int *size, int *rank) {
   int init = 0;
@@ -17,8 +37,57 @@ void emu_mpi_world(int *size, int *rank) {
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
 }
 
-int emu_mpi_allreduce(const void *send, void *recv, int count, enum emu_type type, enum emu_op op) {
-  const MPI_Datatype t = type == EMU_F32 ? MPI_FLOAT : type == EMU_F64 ? MPI_DOUBLE : MPI_INT;
-  const MPI_Op o = op == EMU_SUM ? MPI_SUM : op == EMU_MAX ? MPI_MAX : MPI_MIN;
-  return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, count, t, o, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+/* A private copy of n bytes (NULL if n is 0 or memory ran out; *fail says which). */
+static void *copy_of(const void *p, size_t n, int *fail) {
+  *fail = 0;
+  if (!n) return NULL;
+  void *c = malloc(n);
+  if (!c) {
+    *fail = 1;
+    return NULL;
+  }
+  return memcpy(c, p, n);
+}
+
+int emu_mpi_allreduce(const void *send, void *recv, size_t count, enum emu_type type, enum emu_op op) {
+  size_t size;
+  const MPI_Datatype t = mpi_type(type, &size);
+  if (count > INT_MAX) return -1;
+  if (send != recv && (const char *)send < (char *)recv + count * size && (char *)recv < (const char *)send + count * size)
+    return -1; /* partly overlapping: NCCL does not allow it either */
+  return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, mpi_op(op), MPI_COMM_WORLD) ==
+                 MPI_SUCCESS
+             ? 0
+             : -1;
+}
+
+int emu_mpi_reduce_scatter(const void *send, void *recv, size_t count, enum emu_type type, enum emu_op op) {
+  int n, me, fail;
+  emu_mpi_world(&n, &me);
+  size_t size;
+  const MPI_Datatype t = mpi_type(type, &size);
+  if (count > INT_MAX) return -1;
+  void *in = copy_of(send, count * size * (size_t)n, &fail);
+  if (fail) return -1;
+  const int rc = MPI_Reduce_scatter_block(in, recv, (int)count, t, mpi_op(op), MPI_COMM_WORLD);
+  free(in);
+  return rc == MPI_SUCCESS ? 0 : -1;
+}
+
+int emu_mpi_allgather(const void *send, void *recv, size_t bytes) {
+  int fail;
+  if (bytes > INT_MAX) return -1;
+  void *in = copy_of(send, bytes, &fail);
+  if (fail) return -1;
+  const int rc = MPI_Allgather(in, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+  free(in);
+  return rc == MPI_SUCCESS ? 0 : -1;
+}
+
+int emu_mpi_bcast(const void *send, void *recv, size_t bytes, int root) {
+  int n, me;
+  emu_mpi_world(&n, &me);
+  if (bytes > INT_MAX) return -1;
+  if (me == root && send != recv) memmove(recv, send, bytes);
+  return MPI_Bcast(recv, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
 }

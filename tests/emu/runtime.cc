@@ -162,8 +162,10 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
   if (dev != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): one emulated GPU", dev);
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "NVIDIA H100 (scdino CPU emulator)");
-  /* Distinct per process: ranks of one emulated job must not look as if they shared a GPU. */
-  const pid_t pid = getpid();
+  /* Distinct per process, so that ranks of one emulated job have GPUs of their own; with
+   * SCDINO_EMU_SAME_GPU=1 every process sees the same one (the tests of the shared-GPU checks). */
+  const char *same = getenv("SCDINO_EMU_SAME_GPU");
+  const pid_t pid = same && *same == '1' ? 0 : getpid();
   memcpy(p->uuid.bytes, "scdinoemu", 9);
   memcpy(p->uuid.bytes + 9, &pid, sizeof pid < 7 ? sizeof pid : 7);
   p->totalGlobalMem = TOTAL_MEM;
@@ -303,6 +305,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   (void)s;
   return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  (void)s;
+  return cudaSuccess; /* everything queued has run */
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   (void)s;
