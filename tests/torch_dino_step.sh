@@ -18,5 +18,5 @@ expect_exit 0 "$top_builddir/bench/train_step" -D 64 -L 2 -H 2 -p 16 -C 5 -B 16 
   -M 2048 -b 256 -s 1 -t 1
 c=$(printf '%s\n' "$out" | sed -n 's/.* GFLOP per step (\([0-9]*\) FLOP)$/\1/p')
 nchecks=$((nchecks + 1))
-[ -n "$py" ] && [ "$py" = "$c" ] || fail "FLOP per step: torch_dino_step.py '$py', bench/train_step '$c'"
+{ [ -n "$py" ] && [ "$py" = "$c" ]; } || fail "FLOP per step: torch_dino_step.py '$py', bench/train_step '$c'"
 finish

@@ -61,13 +61,18 @@ const region *find(const void *p, size_t n, uintptr_t *start) {
   return &it->second;
 }
 
+/* One line on stderr: "cuda emulator: [what]message". */
+void report(const char *what, const char *fmt, va_list ap) {
+  fprintf(stderr, "cuda emulator: %s", what);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+}
+
 cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t fail(cudaError_t e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cuda emulator: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  report("", fmt, ap);
   va_end(ap);
   last_error = e;
   return e;
@@ -113,19 +118,17 @@ void print_stats(void) {
 void emu_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cuda emulator: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  report("", fmt, ap);
   va_end(ap);
   exit(99);
 }
 
 void emu_launch_error(cudaError_t e, const char *kernel, const char *fmt, ...) {
+  char what[256];
+  snprintf(what, sizeof what, "launch of %s: ", kernel);
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cuda emulator: launch of %s: ", kernel);
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  report(what, fmt, ap);
   va_end(ap);
   last_error = e;
 }

@@ -11,7 +11,7 @@ scratch emu_shared_gpu
 train_data shards
 train_deck run epochs=1 batch_size_per_rank=4 | sed "s|&system |\&system device = 'cuda', |" >deck.nml
 export SCDINO_EMU_SAME_GPU=1
-expect_exit 2 $MPIEXEC -n 2 "$top_builddir/tests/emu/scdino" deck.nml
+expect_exit 2 mpirun_n 2 "$top_builddir/tests/emu/scdino" deck.nml
 expect_grep 'ranks 0 and 1 use the same GPU; launch one rank per GPU'
 nchecks=$((nchecks + 1))
 [ ! -e run/checkpoint.h5 ] || fail "a checkpoint was written"

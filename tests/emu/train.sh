@@ -21,14 +21,14 @@ nchecks=$((nchecks + 1))
 # Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
 if [ "$MPIEXEC" != none ]; then
   train_deck full epochs=2 batch_size_per_rank=4 | cuda >full.nml
-  expect_exit 0 $MPIEXEC -n 2 "$exe" full.nml
+  expect_exit 0 mpirun_n 2 "$exe" full.nml
   expect_grep 'train: backend cuda, gradient all-reduce nccl over 2 ranks$'
   expect_grep 'Epoch \[1/2\] it 5/5'
   train_deck split epochs=2 batch_size_per_rank=4 max_steps=5 | cuda >a.nml
-  expect_exit 0 $MPIEXEC -n 2 "$exe" a.nml
+  expect_exit 0 mpirun_n 2 "$exe" a.nml
   expect_grep 'stopped after 5 steps of this launch at the end of epoch 0'
   train_deck split epochs=2 batch_size_per_rank=4 restart=.true. | cuda >b.nml
-  expect_exit 0 $MPIEXEC -n 2 "$exe" b.nml
+  expect_exit 0 mpirun_n 2 "$exe" b.nml
   expect_grep 'restart: continuing from split/checkpoint.h5 at epoch 1, iteration 0'
   ckpt_same full/checkpoint.h5 split/checkpoint.h5
 fi
