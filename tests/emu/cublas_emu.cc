@@ -10,8 +10,10 @@
  * cublasGemmBatchedEx: host arrays of host pointers, math mode DEFAULT or PEDANTIC.  Anything else
  * prints "cublas_emu: <function>: unsupported <what> <value>" and aborts.
  *
- * Numerics: operands widened to float, products summed in float in k order, then alpha, beta C and
- * the bias applied in float and the result rounded to the output type (bf16: nearest even). */
+ * Numerics: operands widened to float, their product by OpenBLAS's sgemm (fp32 sums), then alpha,
+ * beta C and the bias applied in float and the result rounded to the output type (bf16: nearest
+ * even). */
+#include <cblas.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -153,34 +155,20 @@ void run_gemm(const Gemm &g) {
       bf[(size_t)j * k + p] =
           load(g.B, g.bt, g.tb ? (size_t)p * g.ldb + j : (size_t)j * g.ldb + p);
 
-  /* Blocks of IB rows x JB columns of D: each accumulator gets its k products in order p = 0..k-1
-   * (a plain float sum), while a column of A is reused across JB columns of B. */
-  constexpr int64_t IB = 128, JB = 8;
-  float acc[JB][IB];
-  for (int64_t j0 = 0; j0 < n; j0 += JB) {
-    const int64_t nj = std::min(JB, n - j0);
-    for (int64_t i0 = 0; i0 < m; i0 += IB) {
-      const int64_t ni = std::min(IB, m - i0);
-      for (int64_t jj = 0; jj < nj; jj++)
-        for (int64_t ii = 0; ii < ni; ii++) acc[jj][ii] = 0.0f;
-      for (int64_t p = 0; p < k; p++) {
-        const float *__restrict a = &af[(size_t)p * m + i0];
-        for (int64_t jj = 0; jj < nj; jj++) {
-          const float b = bf[(size_t)(j0 + jj) * k + p];
-          float *__restrict c = acc[jj];
-          for (int64_t ii = 0; ii < ni; ii++) c[ii] += a[ii] * b;
-        }
-      }
-      for (int64_t jj = 0; jj < nj; jj++) {
-        const size_t j = (size_t)(j0 + jj);
-        for (int64_t ii = 0; ii < ni; ii++) {
-          const size_t i = (size_t)(i0 + ii);
-          float r = g.alpha * acc[jj][ii];
-          if (g.beta != 0.0f) r += g.beta * load(g.C, g.ct, j * g.ldc + i);
-          if (g.bias) r += load(g.bias, g.dt, i);
-          store(g.D, g.dt, j * g.ldd + i, r);
-        }
-      }
+  /* The float product by OpenBLAS (fp32 accumulation, as the tensor cores'), then alpha, beta C
+   * and the bias in float, rounded once to D's type. */
+  thread_local std::vector<float> prod;
+  prod.resize((size_t)m * n);
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, af.data(),
+              (blasint)m, bf.data(), (blasint)k, 0.0f, prod.data(), (blasint)m);
+  for (int64_t jj = 0; jj < n; jj++) {
+    const size_t j = (size_t)jj;
+    for (int64_t ii = 0; ii < m; ii++) {
+      const size_t i = (size_t)ii;
+      float r = g.alpha * prod[j * (size_t)m + i];
+      if (g.beta != 0.0f) r += g.beta * load(g.C, g.ct, j * g.ldc + i);
+      if (g.bias) r += load(g.bias, g.dt, i);
+      store(g.D, g.dt, j * g.ldd + i, r);
     }
   }
 }
