@@ -1,10 +1,13 @@
 #!/bin/sh
 # tests/emu/train.sh - scdino with device = 'cuda' under the CPU emulator (tests/emu/scdino): GPU
 # augmentation from raw batches, the CUDA ops in bf16 and fp32, gradients over the NCCL
-# communicator on 1 and 2 ranks, checkpoints; and the restart contract on that path: one epoch,
-# a restart, the second epoch equal bit for bit to two epochs in one run.
+# communicator on 1 and 2 ranks, checkpoints; the restart contract on that path (one epoch, a
+# restart, the second epoch equal bit for bit to two epochs in one run); and a NaN in one rank's
+# gradient, found by the GPU's norms after the NCCL all-reduce, ending both ranks with status 1
+# through comm_exit_all (which aborts the NCCL communicator).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
+. "$top_srcdir/tests/fault_lib.sh"
 scratch emu_train
 train_data shards
 exe="$top_builddir/tests/emu/scdino"
@@ -31,5 +34,11 @@ if [ "$MPIEXEC" != none ]; then
   expect_exit 0 mpirun_n 2 "$exe" b.nml
   expect_grep 'restart: continuing from split/checkpoint.h5 at epoch 1, iteration 0'
   ckpt_same full/checkpoint.h5 split/checkpoint.h5
+
+  t=backbone.blocks.1.mlp.fc2.weight
+  debug_deck nan "nan_at_step = 2, nan_rank = 1, nan_tensor = '$t'" epochs=1 batch_size_per_rank=4 | cuda >nan.nml
+  expect_exit 1 mpirun_n 2 "$exe" nan.nml
+  expect_grep "error: non-finite gradient at epoch 0, iteration 2 of 5 \(global step 2\): first bad tensor $t \(norm nan\)"
+  expect_nogrep 'MPI_ABORT'
 fi
 finish
