@@ -7,7 +7,7 @@
  * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
  * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
  * attention, other); -M uses the MPI gradient communicator instead of NCCL.  The attention
- * implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash).
+ * implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash|cudnn).
  *
  * One step is what the training loop runs: GPU augmentation of a raw batch (augment_gpu), teacher
  * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in

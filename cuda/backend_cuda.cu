@@ -469,39 +469,77 @@ static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, cons
 
 /* ---- ops: attention, elementwise, loss ---------------------------------------------------------- */
 
-/* Attention implementation: 0 batched tensor-core GEMMs (attention_gemm.cu), 1 the flash-style
- * kernel (attention.cu).  Chosen before any state buffer is planned: the states differ. */
-static int attn_flash;
+/* Attention implementation, chosen before any state buffer is planned (the states differ):
+ * batched tensor-core GEMMs (attention_gemm.cu), the flash-style kernel (attention.cu) or cuDNN's
+ * fused attention (attention_cudnn.cu, whose state is the flash kernel's). */
+enum attn_impl { ATTN_GEMM, ATTN_FLASH, ATTN_CUDNN };
+static enum attn_impl attn_choice = ATTN_GEMM;
+static const char *const attn_names[] = {"gemm", "flash", "cudnn"};
 
-/* Whether this call takes the flash kernel.  Batched bf16 GEMMs need every head's pointer 16-byte
- * aligned once a product's k is a multiple of 8 (cuBLAS cannot check pointers it reads from device
- * arrays): a head at h * hd elements is not when hd % 8 != 0, so such models take the flash kernel. */
-template <typename T> static int attn_use_flash(int hd) { return attn_flash || (sizeof(T) == 2 && hd % 8 != 0); }
+/* What this call takes.  Batched bf16 GEMMs need every head's pointer 16-byte aligned once a
+ * product's k is a multiple of 8 (cuBLAS cannot check pointers it reads from device arrays): a head
+ * at h * hd elements is not when hd % 8 != 0, so such models take the flash kernel.  cuDNN's fused
+ * attention is bf16 only: the fp32 table keeps the GEMM form, which compares with the CPU. */
+template <typename T> static enum attn_impl attn_kind(int hd) {
+  const int bf = sizeof(T) == 2;
+  if (attn_choice == ATTN_CUDNN) return bf ? (hd % 8 ? ATTN_FLASH : ATTN_CUDNN) : ATTN_GEMM;
+  return attn_choice == ATTN_FLASH || (bf && hd % 8 != 0) ? ATTN_FLASH : ATTN_GEMM;
+}
 
 template <typename T> static size_t o_attn_state_bytes(int B, int N, int H, int hd) {
-  return attn_use_flash<T>(hd) ? k_attn_state_bytes(B, N, H) : k_attn_gemm_state_bytes<T>(B, N, H);
+  return attn_kind<T>(hd) == ATTN_GEMM ? k_attn_gemm_state_bytes<T>(B, N, H) : k_attn_state_bytes(B, N, H);
 }
+
+/* cuDNN's attention on bf16 data; 0 when it declines (its reason said once). */
+template <typename T>
+static int cudnn_fwd(T *, float *, const T *, int, int, int, int, float) { return 0; }
+template <>
+int cudnn_fwd<bf16>(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
+  return k_attn_cudnn_fwd(out, lse, qkv, B, N, H, hd, scale);
+}
+template <typename T>
+static int cudnn_bwd(T *, const T *, const T *, const T *, const float *, int, int, int, int, float) {
+  return 0;
+}
+template <>
+int cudnn_bwd<bf16>(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                    int B, int N, int H, int hd, float scale) {
+  return k_attn_cudnn_bwd(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
+}
+
 template <typename T>
 static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                        int hd, float scale) {
   if (B <= 0 || N <= 0) return;
-  if (!attn_use_flash<T>(hd)) {
+  const enum attn_impl kind = attn_kind<T>(hd);
+  if (kind == ATTN_GEMM) {
     PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, (T *)state, probs, (const T *)qkv, B, N, H, hd, scale));
     return;
   }
   float *lse = (float *)state;
+  int done = 0;
+  /* the softmax matrices (attention maps, inference) come from the flash kernel */
+  if (kind == ATTN_CUDNN && !probs)
+    PROF(P_ATTN, done = cudnn_fwd<T>((T *)out, lse, (const T *)qkv, B, N, H, hd, scale));
+  if (done) return;
   if (!lse && probs) lse = (float *)cu_scratch(SLOT_ATTN, k_attn_state_bytes(B, N, H));
   PROF(P_ATTN, k_attn_fwd<T>((T *)out, lse, probs, (const T *)qkv, B, N, H, hd, scale));
 }
 template <typename T>
-static void o_attn_bwd(void *dqkv, const void *dout, const void *qkv, const void *state, int B,
-                       int N, int H, int hd, float scale) {
+static void o_attn_bwd(void *dqkv, const void *dout, const void *out, const void *qkv,
+                       const void *state, int B, int N, int H, int hd, float scale) {
   if (B <= 0 || N <= 0) return;
-  if (!attn_use_flash<T>(hd)) {
+  const enum attn_impl kind = attn_kind<T>(hd);
+  if (kind == ATTN_GEMM) {
     PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)state, B,
                                     N, H, hd, scale));
     return;
   }
+  int done = 0;
+  if (kind == ATTN_CUDNN)
+    PROF(P_ATTN, done = cudnn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
+                                     (const float *)state, B, N, H, hd, scale));
+  if (done) return;
   PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const float *)state, B, N,
                              H, hd, scale));
 }
@@ -655,15 +693,21 @@ extern "C" void backend_cuda_reset_peak(void) { bytes_peak = bytes_in_use; }
 extern "C" void *backend_cuda_stream(void) { return cu.ready ? (void *)cu.stream : NULL; }
 
 extern "C" void backend_cuda_set_attention(const char *impl) {
-  if (!strcmp(impl, "gemm"))
-    attn_flash = 0;
-  else if (!strcmp(impl, "flash"))
-    attn_flash = 1;
-  else
-    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_ATTENTION = '%s': expected 'gemm' or 'flash'", impl);
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(impl, attn_names[i])) {
+      attn_choice = (enum attn_impl)i;
+      return;
+    }
+  scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_ATTENTION = '%s': expected 'gemm', 'flash' or 'cudnn'", impl);
 }
 
-extern "C" const char *backend_cuda_attention(void) { return attn_flash ? "flash" : "gemm"; }
+extern "C" const char *backend_cuda_attention(void) { return attn_names[attn_choice]; }
+
+extern "C" const char *backend_cuda_cudnn_attention_why_not(void) {
+  return cu.ready ? k_attn_cudnn_why_not() : "no GPU context";
+}
+
+extern "C" void backend_cuda_cudnn_attention_runs(long *fwd, long *bwd) { k_attn_cudnn_runs(fwd, bwd); }
 
 extern "C" void backend_cuda_set_profiling(int on) {
   if (!on && prof_on) prof_flush();

@@ -48,12 +48,18 @@ void backend_cuda_reset_peak(void);
 void *backend_cuda_stream(void);
 
 /* The attention implementation: 'gemm' (default: per-head batched tensor-core GEMMs through
- * cuBLAS, the softmax matrices kept for backward) or 'flash' (own flash-attention style kernel:
- * online softmax on CUDA cores, only the row log-sum-exp kept).  The environment variable
+ * cuBLAS, the softmax matrices kept for backward), 'flash' (own flash-attention style kernel:
+ * online softmax on CUDA cores, only the row log-sum-exp kept) or 'cudnn' (cuDNN's fused
+ * attention, bf16 only, with the flash kernel's state; the flash kernel stands in for shapes or
+ * directions cuDNN declines, and the fp32 table keeps 'gemm').  The environment variable
  * SCDINO_CUDA_ATTENTION sets it at initialisation; change it only before activations are planned
- * (the two keep different state). */
+ * (they keep different state). */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
+/* Why cuDNN's fused attention cannot run on this build and GPU ("" when it can), and how many
+ * forward and backward calls it has run so far (the rest went to the flash kernel). */
+const char *backend_cuda_cudnn_attention_why_not(void);
+void backend_cuda_cudnn_attention_runs(long *fwd, long *bwd);
 
 /* Per-kind op timing with CUDA events (ops->profile): off by default because recording events
  * around every op costs time; on, profile() waits for the GPU and sums the event intervals. */

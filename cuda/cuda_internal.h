@@ -47,6 +47,7 @@ enum cu_slot {
   SLOT_PTRS,        /* attention (GEMM form): pointer arrays of the batched products */
   SLOT_LOSS_Q,      /* DINO loss: teacher probabilities */
   SLOT_LOSS_ROWS,   /* DINO loss: per-row sums */
+  SLOT_CUDNN,       /* attention (cuDNN): the plan's workspace */
   SLOT_COUNT
 };
 void *cu_scratch(int slot, size_t bytes);
@@ -153,6 +154,18 @@ void k_attn_bwd(T *dqkv, const T *dout, const T *qkv, const float *lse, int B, i
                 int hd, float scale);
 
 /* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state. */
+/* attention_cudnn.cu: cuDNN's fused attention, bf16.  The state is the flash kernel's (lse [B,H,N]
+ * fp32; NULL in inference).  Each returns 0, having said why once, when cuDNN cannot run the
+ * shape; the caller then runs the flash kernel instead. */
+int k_attn_cudnn_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd,
+                     float scale);
+int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv,
+                     const float *lse, int B, int N, int H, int hd, float scale);
+/* Why cuDNN's fused attention is unusable on this build and GPU ("" when usable). */
+const char *k_attn_cudnn_why_not(void);
+/* Forward and backward calls cuDNN has run. */
+void k_attn_cudnn_runs(long *fwd, long *bwd);
+
 template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H);
 template <typename T>
 void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,

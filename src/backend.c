@@ -71,6 +71,11 @@ const struct ops *backend_select(const struct config *cfg) {
   }
   if (cuda) {
     check_gpus_distinct();
+    struct backend_cuda_info info;
+    backend_cuda_info(&info);
+    log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s", info.name,
+             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0,
+             backend_cuda_attention());
     return cuda;
   }
   if (!strcmp(dev, "cuda"))

@@ -123,9 +123,10 @@ struct ops {
    * in inference.  probs: when not NULL, also the softmax matrices as fp32 [B, H, N, N]. */
   void (*attn_fwd)(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                    int hd, float scale);
-  /* dqkv [B, N, 3, H, hd] (overwritten) from dout [B, N, H, hd]. */
-  void (*attn_bwd)(void *dqkv, const void *dout, const void *qkv, const void *state, int B, int N,
-                   int H, int hd, float scale);
+  /* dqkv [B, N, 3, H, hd] (overwritten) from dout [B, N, H, hd]; out is attn_fwd's output for
+   * these qkv (fused kernels take D_i = dout_i . out_i from it). */
+  void (*attn_bwd)(void *dqkv, const void *dout, const void *out, const void *qkv,
+                   const void *state, int B, int N, int H, int hd, float scale);
 
   /* ---- elementwise ------------------------------------------------------------------------- */
   /* Exact GELU, 0.5 x (1 + erf(x/sqrt 2)); y may alias x. */

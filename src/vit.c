@@ -299,7 +299,7 @@ void vit_backward_block(const struct vit *v, const struct ops *ops, const float 
     dy = s->tmp;
   }
   ops->linear_bwd(s->dattn, G + w->projw, G + w->projb, dy, A->attn, P + w->projw, T, D, D);
-  ops->attn_bwd(s->dqkv, s->dattn, A->qkv, A->state, B, N, d->heads, D / d->heads, attn_scale(d));
+  ops->attn_bwd(s->dqkv, s->dattn, A->attn, A->qkv, A->state, B, N, d->heads, D / d->heads, attn_scale(d));
   ops->linear_bwd(s->dln, G + w->qkvw, G + w->qkvb, s->dqkv, A->ln1, P + w->qkvw, T, 3 * D, D);
   ops->layernorm_bwd(p->dres, G + w->n1w, G + w->n1b, s->dln, x, D, A->mean1, A->rstd1,
                      P + w->n1w, T, D);

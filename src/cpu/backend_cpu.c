@@ -94,8 +94,9 @@ static void c_attn_fwd(void *out, void *state, float *probs, const void *qkv, in
   TIMED(attn_s, kern_attn_fwd_f32(out, P, qkv, B, N, H, hd, scale));
   if (state && probs) c_copy(probs, state, c_attn_state_bytes(B, N, H, hd));
 }
-static void c_attn_bwd(void *dqkv, const void *dout, const void *qkv, const void *state, int B,
-                       int N, int H, int hd, float scale) {
+static void c_attn_bwd(void *dqkv, const void *dout, const void *out, const void *qkv,
+                       const void *state, int B, int N, int H, int hd, float scale) {
+  (void)out; /* the saved probabilities give D directly */
   TIMED(attn_s, kern_attn_bwd_f32(dqkv, dout, qkv, state, B, N, H, hd, scale));
 }
 static void c_gelu_fwd(void *y, const void *x, size_t n) {

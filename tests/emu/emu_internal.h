@@ -11,6 +11,8 @@
 void emu_launch_error(cudaError_t e, const char *kernel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Dynamic shared memory a kernel may use: 48 KiB, or what cudaFuncSetAttribute allowed. */
 size_t emu_smem_limit(const void *kernel);
+/* Whether [p, p + n) lies wholly inside one device allocation. */
+int emu_in_device_memory(const void *p, size_t n);
 /* Statistics for the summary printed at exit (SCDINO_EMU_STATS=1). */
 void emu_count_launch(const char *kernel, unsigned long long blocks, unsigned long long threads);
 

@@ -133,6 +133,11 @@ void emu_launch_error(cudaError_t e, const char *kernel, const char *fmt, ...) {
   last_error = e;
 }
 
+int emu_in_device_memory(const void *p, size_t n) {
+  const region *r = find(p, n, NULL);
+  return r && r->type == cudaMemoryTypeDevice;
+}
+
 size_t emu_smem_limit(const void *kernel) {
   init();
   auto it = smem_limits->find(kernel);

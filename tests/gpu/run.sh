@@ -81,7 +81,7 @@ run_test() { # name, timeout
   local checks
   checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$tmp" | tail -1)
   note "$(printf '%-22s %-7s %4ss  %s' "$name" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
-  grep -E "^(FAIL|SKIP)|error" "$tmp" | head -20 | sed 's/^/    /' >> "$summary"
+  grep -E "^(FAIL|SKIP)|error|cuDNN attention" "$tmp" | head -20 | sed 's/^/    /' >> "$summary"
   rm -f "$tmp"
 }
 if [[ " $stages " == *" tests "* ]]; then
@@ -119,6 +119,8 @@ if [[ " $stages " == *" bench "* ]]; then
   fi
   if [ $ok = 1 ]; then
     (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 $m)
+    (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 $m)
+    grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
     bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
     largest=64
     for b in 96 128 192 256 384 512; do

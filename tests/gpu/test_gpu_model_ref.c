@@ -1,6 +1,6 @@
 /* test_gpu_model_ref.c - the checks of test_model_ref (two DINO training steps against upstream
  * PyTorch's tensors in dino_tiny.h5) with the CUDA backend, in fp32 and in bf16, with each of the
- * two attention implementations.
+ * attention implementations (gemm and flash; in bf16 also cudnn).
  *
  * Same sequence as the CPU test: forward (CLS outputs, interpolated position embedding, logits,
  * last-block attention through the inference path), loss, centre, gradients before and after
@@ -230,5 +230,6 @@ int main(int argc, char **argv) {
   run("fp32", "flash");
   run("bf16", "gemm");
   run("bf16", "flash");
+  run("bf16", "cudnn");
   return t_finish();
 }

@@ -4,7 +4,9 @@
  * Inputs are drawn on the host and rounded to the activation type first, so both backends see the
  * same numbers; outputs that an op overwrites are poisoned with NaN on the GPU (an element left
  * unwritten fails the check), outputs that accumulate start from the same random values.
- * Attention runs in both implementations (batched GEMMs and the flash-style kernel).
+ * Attention runs in every implementation (batched GEMMs, the flash-style kernel, cuDNN's fused
+ * attention in bf16); under the emulator cuDNN must have run every call it is eligible for, on a
+ * GPU the counts are printed (it may decline a shape and hand it to the flash kernel).
  * Tolerances (relative L2 error): fp32 2e-5 (fp32 GEMMs without TF32, sums in another order);
  * bf16 1.5e-2 (bf16 storage of outputs and weights: 2^-9 relative per element).  The optimizer,
  * EMA and centre kernels are specified to the rounding and must match the CPU bit for bit. */
@@ -292,14 +294,19 @@ static void check_attention(int B, int N, int H, int hd) {
   g->attn_fwd(dout, NULL, NULL, dqkv_in, B, N, H, hd, scale);
   gpu_act_down(g, out, dout, no);
   gpu_cmp(NAME(nm, "%s attn_fwd without state", tag), out, outr, no, TOL);
+  /* training: state, no probabilities (the state the backward below reads) */
+  gpu_act_poison(g, dout, no);
+  g->attn_fwd(dout, state, NULL, dqkv_in, B, N, H, hd, scale);
+  gpu_act_down(g, out, dout, no);
+  gpu_cmp(NAME(nm, "%s attn_fwd with state", tag), out, outr, no, TOL);
 
   float *gout = gpu_randn(&R, no, 1.0f);
   void *dgout = gpu_act_up(g, gout, no);
   void *dgqkv = g->alloc(nqkv * g->act_size);
   gpu_act_poison(g, dgqkv, nqkv);
   float *gq = gpu_zeros(nqkv), *gqr = gpu_zeros(nqkv);
-  g->attn_bwd(dgqkv, dgout, dqkv_in, state, B, N, H, hd, scale);
-  cpu->attn_bwd(gqr, gout, qkv, P, B, N, H, hd, scale);
+  g->attn_bwd(dgqkv, dgout, dout, dqkv_in, state, B, N, H, hd, scale);
+  cpu->attn_bwd(gqr, gout, outr, qkv, P, B, N, H, hd, scale);
   gpu_act_down(g, gq, dgqkv, nqkv);
   /* by parts: q, k, v of every token */
   float *part = malloc(no * sizeof(float)), *partr = malloc(no * sizeof(float));
@@ -517,8 +524,12 @@ static void run_all(const char *precision) {
   check_l2norm(64, 256);
   check_weightnorm(64, 32, 1);
   check_weightnorm(1000, 256, 0);
-  for (int impl = 0; impl < 2; impl++) { /* both implementations */
-    backend_cuda_set_attention(impl ? "flash" : "gemm");
+  static const char *const impls[] = {"gemm", "flash", "cudnn"};
+  long f0, b0, f1, b1;
+  backend_cuda_cudnn_attention_runs(&f0, &b0);
+  for (int impl = 0; impl < 3; impl++) {
+    if (impl == 2 && !gpu_is_bf16(g)) continue; /* fp32 keeps the GEMM form */
+    backend_cuda_set_attention(impls[impl]);
     snprintf(tag, sizeof tag, "%s %s", precision, backend_cuda_attention());
     check_attention(2, 17, 3, 16); /* the reference model: hd 16 */
     check_attention(2, 5, 3, 16);
@@ -529,6 +540,17 @@ static void run_all(const char *precision) {
     check_attention(1, 70, 1, 128);
     check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
     check_attention(2, 17, 2, 20);
+  }
+  backend_cuda_cudnn_attention_runs(&f1, &b1);
+  if (gpu_is_bf16(g)) { /* 7 cases with hd % 8 == 0: two forward calls without probabilities each */
+    struct backend_cuda_info info;
+    backend_cuda_info(&info);
+    const char *why = backend_cuda_cudnn_attention_why_not();
+    printf("cuDNN attention: %ld of 14 forward and %ld of 7 backward calls ran in cuDNN%s%s\n",
+           f1 - f0, b1 - b0, *why ? "; " : "", why);
+    if (strstr(info.name, "emulator"))
+      T_CHECK(f1 - f0 == 14 && b1 - b0 == 7, "emulated cuDNN ran %ld forward, %ld backward calls",
+              f1 - f0, b1 - b0);
   }
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);

@@ -1,0 +1,399 @@
+/* attention_cudnn.cu - attention through cuDNN's fused scaled-dot-product attention: one graph
+ * node per direction (CUDNN_BACKEND_OPERATION_SDPA_FWD/BWD_DESCRIPTOR, cuDNN 9.17 and later), so
+ * the backend C API describes it in a few descriptors.  bf16 only (cuDNN's fused attention has no
+ * fp32 form), head dimension a multiple of 8 up to 128.
+ *
+ * The tensors are views of the backend's own layouts, no copies: q, k and v are strided views of
+ * qkv [B, N, 3, H, hd] as cuDNN's logical [B, H, N, hd]; out, dout [B, N, H, hd]; the row
+ * statistics (natural-log log-sum-exp of the scaled scores) are the flash kernel's state
+ * [B, H, N] fp32.  Because the states agree, each direction may fall back to the flash kernel on
+ * its own: a shape for which cuDNN builds no plan (an older GPU or cuDNN, a size its engines
+ * refuse) says why once and takes attention.cu.
+ *
+ * Plans are built on first use of a shape and cached (a training run sees two or three shapes).
+ * Deterministic engines are preferred; if cuDNN offers only nondeterministic ones the run says so
+ * once, since restarts are then no longer bit-identical. */
+#include "build_config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+extern "C" {
+#include "log.h"
+}
+
+#if defined(HAVE_CUDNN)
+#include <cudnn.h>
+#endif
+
+#if defined(HAVE_CUDNN) && CUDNN_VERSION >= 91700
+
+/* Tensor ids of the variant packs. */
+enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_DO, U_DQ, U_DK, U_DV };
+
+#define SDPA_MAX_DESCS 24
+#define SDPA_CACHE 32
+
+struct sdpa_plan {
+  int used, bwd, B, N, H, hd, stats;
+  int ok;                    /* 0: cuDNN cannot run this shape; take the flash kernel */
+  cudnnBackendDescriptor_t plan;
+  int64_t workspace;
+  /* every descriptor the plan was built from, destroyed with it */
+  cudnnBackendDescriptor_t keep[SDPA_MAX_DESCS];
+  int nkeep;
+};
+
+static cudnnHandle_t sdpa_handle;
+static struct sdpa_plan sdpa_cache[SDPA_CACHE];
+static int sdpa_next; /* ring position for eviction */
+static long sdpa_runs[2]; /* forward, backward */
+
+/* Building a plan: the first failing call is remembered, not fatal (the caller falls back). */
+struct build {
+  struct sdpa_plan *p;
+  cudnnStatus_t st;
+  char why[320];
+};
+
+static void build_fail(struct build *b, cudnnStatus_t st, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  b->st = st;
+  char last[200] = "";
+  cudnnGetLastErrorString(last, sizeof last);
+  snprintf(b->why, sizeof b->why, "%s: %s%s%s", what, cudnnGetErrorString(st), *last ? "; " : "",
+           last);
+}
+
+static cudnnBackendDescriptor_t build_desc(struct build *b, cudnnBackendDescriptorType_t type) {
+  cudnnBackendDescriptor_t d = NULL;
+  if (b->st != CUDNN_STATUS_SUCCESS) return NULL;
+  const cudnnStatus_t st = cudnnBackendCreateDescriptor(type, &d);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    build_fail(b, st, "cudnnBackendCreateDescriptor");
+    return NULL;
+  }
+  SCD_ASSERT(b->p->nkeep < SDPA_MAX_DESCS);
+  b->p->keep[b->p->nkeep++] = d;
+  return d;
+}
+
+static void build_set(struct build *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                      cudnnBackendAttributeType_t type, int64_t n, const void *v, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  const cudnnStatus_t st = cudnnBackendSetAttribute(d, name, type, n, v);
+  if (st != CUDNN_STATUS_SUCCESS) build_fail(b, st, what);
+}
+
+static void build_finalize(struct build *b, cudnnBackendDescriptor_t d, const char *what) {
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  const cudnnStatus_t st = cudnnBackendFinalize(d);
+  if (st != CUDNN_STATUS_SUCCESS) build_fail(b, st, what);
+}
+
+/* A 4-d tensor [dim] with strides [str]; by_value: a host scalar passed at execution. */
+static cudnnBackendDescriptor_t build_tensor(struct build *b, int64_t uid, cudnnDataType_t type,
+                                             const int64_t dim[4], const int64_t str[4],
+                                             int by_value, const char *what) {
+  cudnnBackendDescriptor_t t = build_desc(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const int64_t align = 16;
+  const bool byval = by_value != 0;
+  build_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, what);
+  build_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim, what);
+  build_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str, what);
+  build_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what);
+  build_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what);
+  if (by_value) build_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval, what);
+  build_finalize(b, t, what);
+  return t;
+}
+
+/* Whether engine config `cfg` is free of the numerical note `note`. */
+static int cfg_lacks_note(cudnnBackendDescriptor_t cfg, cudnnBackendNumericalNote_t note) {
+  cudnnBackendDescriptor_t eng = NULL;
+  int64_t n = 0;
+  int lacks = 1;
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
+    return 1;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                               &eng) == CUDNN_STATUS_SUCCESS) {
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < n; i++)
+        if (notes[i] == note) lacks = 0;
+  }
+  cudnnBackendDestroyDescriptor(eng);
+  return lacks;
+}
+
+/* The execution plan of op graph `graph`: the first engine configuration of heuristics mode A
+ * that finalizes, deterministic ones first. */
+static void build_plan(struct build *b, cudnnBackendDescriptor_t graph) {
+  cudnnBackendDescriptor_t heur = build_desc(b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  build_set(b, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+            "heuristics");
+  build_set(b, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
+  build_finalize(b, heur, "heuristics");
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  int64_t count = 0;
+  cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
+  if (st != CUDNN_STATUS_SUCCESS) return build_fail(b, st, "heuristics results");
+  if (count <= 0) {
+    b->st = CUDNN_STATUS_NOT_SUPPORTED;
+    snprintf(b->why, sizeof b->why, "no engine of this cuDNN runs it");
+    return;
+  }
+  if (count > 8) count = 8;
+  cudnnBackendDescriptor_t cfg[8];
+  for (int64_t i = 0; i < count; i++) cfg[i] = build_desc(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  if (b->st != CUDNN_STATUS_SUCCESS) return;
+  int64_t got = 0;
+  st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                count, &got, cfg);
+  if (st != CUDNN_STATUS_SUCCESS) return build_fail(b, st, "heuristics results");
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t i = 0; i < got; i++) {
+      if (cfg_lacks_note(cfg[i], CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) != (pass == 0)) continue;
+      cudnnBackendDescriptor_t plan = NULL;
+      if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+          CUDNN_STATUS_SUCCESS)
+        continue;
+      last = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                      &sdpa_handle);
+      if (last == CUDNN_STATUS_SUCCESS)
+        last = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+      if (last == CUDNN_STATUS_SUCCESS) last = cudnnBackendFinalize(plan);
+      int64_t n = 0, ws = 0;
+      if (last == CUDNN_STATUS_SUCCESS)
+        last = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                        CUDNN_TYPE_INT64, 1, &n, &ws);
+      if (last != CUDNN_STATUS_SUCCESS) {
+        cudnnBackendDestroyDescriptor(plan);
+        continue;
+      }
+      if (pass == 1)
+        log_warn("cuDNN attention %s: only a nondeterministic engine runs this shape; restarts are "
+                 "not bit-identical to an uninterrupted run",
+                 b->p->bwd ? "backward" : "forward");
+      b->p->plan = plan;
+      b->p->workspace = ws;
+      return;
+    }
+  build_fail(b, last, "execution plan (no engine configuration finalizes)");
+}
+
+/* Shape strides: qkv views (Q, K, V and their gradients), [B, N, H, hd] rows (O, dO), stats. */
+static void shape_strides(const struct sdpa_plan *p, int64_t dq[4], int64_t sq[4], int64_t so[4],
+                          int64_t ds[4], int64_t ss[4]) {
+  const int64_t B = p->B, N = p->N, H = p->H, hd = p->hd;
+  dq[0] = B, dq[1] = H, dq[2] = N, dq[3] = hd;
+  sq[0] = N * 3 * H * hd, sq[1] = hd, sq[2] = 3 * H * hd, sq[3] = 1;
+  so[0] = N * H * hd, so[1] = hd, so[2] = H * hd, so[3] = 1;
+  ds[0] = B, ds[1] = H, ds[2] = N, ds[3] = 1;
+  ss[0] = H * N, ss[1] = N, ss[2] = 1, ss[3] = 1;
+}
+
+/* The operation's tensors, in the order of the variant packs below. */
+struct sdpa_role {
+  cudnnBackendAttributeName_t attr;
+  int64_t uid;
+};
+static const struct sdpa_role sdpa_fwd_roles[] = {
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, U_Q},         {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, U_K},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, U_V},         {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, U_O},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, U_SCALE}, {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, U_STATS}};
+static const struct sdpa_role sdpa_bwd_roles[] = {
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, U_Q},         {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, U_K},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, U_V},         {CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, U_O},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, U_SCALE}, {CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, U_STATS},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, U_DO},      {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, U_DQ},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, U_DK},       {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, U_DV}};
+
+/* Number of tensors of plan p (the forward without statistics leaves the last one out). */
+static int sdpa_ntensors(const struct sdpa_plan *p) { return p->bwd ? 10 : p->stats ? 6 : 5; }
+
+static void build_sdpa(struct build *b) {
+  struct sdpa_plan *p = b->p;
+  int64_t dq[4], sq[4], so[4], ds[4], ss[4];
+  const int64_t one[4] = {1, 1, 1, 1};
+  shape_strides(p, dq, sq, so, ds, ss);
+  const cudnnDataType_t h = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
+  const struct sdpa_role *role = p->bwd ? sdpa_bwd_roles : sdpa_fwd_roles;
+  cudnnBackendDescriptor_t op = build_desc(b, p->bwd ? CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR
+                                                     : CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+  for (int r = 0; r < sdpa_ntensors(p); r++) {
+    const int64_t u = role[r].uid;
+    cudnnBackendDescriptor_t t;
+    if (u == U_STATS)
+      t = build_tensor(b, u, f, ds, ss, 0, "statistics tensor");
+    else if (u == U_SCALE)
+      t = build_tensor(b, u, f, one, one, 1, "scale tensor");
+    else if (u == U_O || u == U_DO)
+      t = build_tensor(b, u, h, dq, so, 0, "output tensor");
+    else
+      t = build_tensor(b, u, h, dq, sq, 0, "q, k or v tensor");
+    build_set(b, op, role[r].attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, "attention operation");
+  }
+  build_finalize(b, op, p->bwd ? "SDPA backward operation" : "SDPA forward operation");
+  cudnnBackendDescriptor_t graph = build_desc(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  build_set(b, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &sdpa_handle,
+            "operation graph");
+  build_set(b, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op,
+            "operation graph");
+  build_finalize(b, graph, "operation graph");
+  if (b->st == CUDNN_STATUS_SUCCESS) build_plan(b, graph);
+}
+
+static void plan_release(struct sdpa_plan *p) {
+  if (p->plan) cudnnBackendDestroyDescriptor(p->plan);
+  for (int i = p->nkeep - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(p->keep[i]);
+  memset(p, 0, sizeof *p);
+}
+
+/* Why cuDNN is unusable altogether ("" when it is usable). */
+static const char *sdpa_unusable(void) {
+  static char why[160];
+  static int checked;
+  if (checked) return why;
+  checked = 1;
+  const size_t v = cudnnGetVersion();
+  if (v < 91700)
+    snprintf(why, sizeof why, "cuDNN %zu.%zu.%zu has no fused attention operation (9.17 or later)",
+             v / 10000, v % 10000 / 100, v % 100);
+  else if (cu.prop.major < 8)
+    snprintf(why, sizeof why, "cuDNN's fused attention needs compute capability 8.0 or later, this "
+             "GPU has %d.%d", cu.prop.major, cu.prop.minor);
+  if (*why) {
+    log_warn("cuDNN attention: %s; using the flash kernel", why);
+    return why;
+  }
+  CHECK_CUDNN(cudnnCreate(&sdpa_handle));
+  CHECK_CUDNN(cudnnSetStream(sdpa_handle, cu.stream));
+  return why;
+}
+
+static struct sdpa_plan *plan_for(int bwd, int B, int N, int H, int hd, int stats) {
+  for (int i = 0; i < SDPA_CACHE; i++) {
+    struct sdpa_plan *p = &sdpa_cache[i];
+    if (p->used && p->bwd == bwd && p->B == B && p->N == N && p->H == H && p->hd == hd &&
+        p->stats == stats)
+      return p;
+  }
+  struct sdpa_plan *p = &sdpa_cache[sdpa_next];
+  sdpa_next = (sdpa_next + 1) % SDPA_CACHE;
+  if (p->used) {
+    CHECK_CUDA(cudaStreamSynchronize(cu.stream)); /* a queued execution may still use it */
+    plan_release(p);
+  }
+  p->used = 1, p->bwd = bwd, p->B = B, p->N = N, p->H = H, p->hd = hd, p->stats = stats;
+  struct build b;
+  memset(&b, 0, sizeof b);
+  b.p = p;
+  b.st = CUDNN_STATUS_SUCCESS;
+  build_sdpa(&b);
+  p->ok = b.st == CUDNN_STATUS_SUCCESS;
+  static int said[2]; /* the first refusal per direction is a warning, later ones detail */
+  if (!p->ok)
+    (said[bwd]++ ? log_detail : log_warn)("cuDNN attention %s for batch %d x %d tokens x %d heads "
+                                          "of %d: %s; using the flash kernel",
+                                          bwd ? "backward" : "forward", B, N, H, hd, b.why);
+  else
+    log_detail("cuDNN attention %s for batch %d x %d tokens x %d heads of %d: plan built, "
+               "workspace %lld bytes", bwd ? "backward" : "forward", B, N, H, hd,
+               (long long)p->workspace);
+  return p;
+}
+
+/* Run plan p; ptr[] in the order of its roles above. */
+static void plan_run(const struct sdpa_plan *p, void **ptr) {
+  const struct sdpa_role *role = p->bwd ? sdpa_bwd_roles : sdpa_fwd_roles;
+  const int n = sdpa_ntensors(p);
+  int64_t uid[10];
+  for (int i = 0; i < n; i++) uid[i] = role[i].uid;
+  void *ws = cu_scratch(SLOT_CUDNN, p->workspace > 0 ? (size_t)p->workspace : 16);
+  cudnnBackendDescriptor_t vp;
+  CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uid));
+  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                       n, ptr));
+  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                       &ws));
+  CHECK_CUDNN(cudnnBackendFinalize(vp));
+  CHECK_CUDNN(cudnnBackendExecute(sdpa_handle, p->plan, vp));
+  CHECK_CUDNN(cudnnBackendDestroyDescriptor(vp));
+  sdpa_runs[p->bwd]++;
+}
+
+/* cuDNN is told every tensor is 16-byte aligned (the arena's are); anything else takes the flash
+ * kernel, said once. */
+static int aligned16(void *const *p, int n) {
+  static int said;
+  for (int i = 0; i < n; i++)
+    if ((uintptr_t)p[i] & 15) {
+      if (!said) log_warn("cuDNN attention: a tensor is not 16-byte aligned; using the flash kernel");
+      said = 1;
+      return 0;
+    }
+  return 1;
+}
+
+int k_attn_cudnn_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd,
+                     float scale) {
+  const size_t head = (size_t)H * hd;
+  float s = scale; /* by value: read when the plan is launched */
+  void *ptr[6] = {(void *)qkv, (void *)(qkv + head), (void *)(qkv + 2 * head), out, &s, lse};
+  if (*sdpa_unusable() || hd % 8 || hd > 128 || !aligned16(ptr, 4)) return 0;
+  const struct sdpa_plan *p = plan_for(0, B, N, H, hd, lse != NULL);
+  if (!p->ok) return 0;
+  plan_run(p, ptr);
+  return 1;
+}
+
+int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv,
+                     const float *lse, int B, int N, int H, int hd, float scale) {
+  const size_t head = (size_t)H * hd;
+  float s = scale;
+  void *ptr[10] = {(void *)qkv, (void *)(qkv + head), (void *)(qkv + 2 * head), (void *)out, &s,
+                   (void *)lse, (void *)dout, dqkv, dqkv + head, dqkv + 2 * head};
+  if (*sdpa_unusable() || hd % 8 || hd > 128 || !aligned16(ptr, 4) || !aligned16(ptr + 5, 5))
+    return 0;
+  const struct sdpa_plan *p = plan_for(1, B, N, H, hd, 1);
+  if (!p->ok) return 0;
+  plan_run(p, ptr);
+  return 1;
+}
+
+const char *k_attn_cudnn_why_not(void) { return sdpa_unusable(); }
+
+void k_attn_cudnn_runs(long *fwd, long *bwd) {
+  if (fwd) *fwd = sdpa_runs[0];
+  if (bwd) *bwd = sdpa_runs[1];
+}
+
+#else /* no cuDNN, or one without the fused attention operation */
+
+int k_attn_cudnn_fwd(bf16 *, float *, const bf16 *, int, int, int, int, float) { return 0; }
+int k_attn_cudnn_bwd(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, int, int, int,
+                     int, float) {
+  return 0;
+}
+void k_attn_cudnn_runs(long *fwd, long *bwd) {
+  if (fwd) *fwd = 0;
+  if (bwd) *bwd = 0;
+}
+const char *k_attn_cudnn_why_not(void) {
+#if defined(HAVE_CUDNN)
+  return "this build's cuDNN has no fused attention operation (9.17 or later)";
+#else
+  return "built without cuDNN";
+#endif
+}
+
+#endif

@@ -1,0 +1,51 @@
+#!/bin/sh
+# tests/emu/cudnn.sh - scdino with device = 'cuda' and SCDINO_CUDA_ATTENTION=cudnn under the CPU
+# emulator (tests/emu/cudnn_emu.cc stands in for cuDNN): cuDNN's fused attention in training, a
+# restart bit-identical to an uninterrupted run (the deterministic engine is chosen before the
+# nondeterministic one heuristics rank first), and the fallbacks to the flash kernel when cuDNN
+# offers no engine for the backward node or for any node, each said once, and the warning when
+# only a nondeterministic engine exists.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/train_lib.sh"
+scratch emu_cudnn
+train_data shards
+exe="$top_builddir/tests/emu/scdino"
+cuda() { sed "s|&system |\&system device = 'cuda', |"; }
+SCDINO_CUDA_ATTENTION=cudnn
+export SCDINO_CUDA_ATTENTION
+unset SCDINO_EMU_CUDNN
+
+# Two epochs at once, and one + restart + one: equal bit for bit.
+train_deck full epochs=2 batch_size_per_rank=4 | cuda >full.nml
+expect_exit 0 "$exe" full.nml
+expect_grep 'attention: cudnn$'
+expect_grep 'Epoch \[1/2\] it 10/10'
+expect_nogrep 'cuDNN attention'
+train_deck split epochs=2 batch_size_per_rank=4 max_steps=10 | cuda >a.nml
+expect_exit 0 "$exe" a.nml
+train_deck split epochs=2 batch_size_per_rank=4 restart=.true. | cuda >b.nml
+expect_exit 0 "$exe" b.nml
+expect_grep 'restart: continuing from split/checkpoint.h5 at epoch 1, iteration 0'
+ckpt_same full/checkpoint.h5 split/checkpoint.h5
+
+# No engine for the backward node: the flash kernel's backward, said once (each further shape at
+# verbosity 2).
+train_deck nobwd epochs=1 batch_size_per_rank=4 | cuda >nobwd.nml
+expect_exit 0 env SCDINO_EMU_CUDNN=nobwd "$exe" nobwd.nml
+expect_grep 'cuDNN attention backward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using the flash kernel$'
+expect_nogrep 'cuDNN attention forward'
+nchecks=$((nchecks + 1))
+[ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 1 ] || fail "the fallback was said more than once"
+
+# No engine at all: the forward falls back too, said once for each direction.
+train_deck none epochs=1 batch_size_per_rank=4 | cuda >none.nml
+expect_exit 0 env SCDINO_EMU_CUDNN=none "$exe" none.nml
+expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using the flash kernel$'
+nchecks=$((nchecks + 1))
+[ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 2 ] || fail "the fallbacks were not said once per direction"
+
+# Only a nondeterministic engine: used, with a warning about restarts.
+train_deck nondet epochs=1 batch_size_per_rank=4 | cuda >nondet.nml
+expect_exit 0 env SCDINO_EMU_CUDNN=nondet "$exe" nondet.nml
+expect_grep 'cuDNN attention backward: only a nondeterministic engine runs this shape; restarts are not bit-identical'
+finish
