@@ -106,11 +106,18 @@ cudaError_t release(void *p, cudaMemoryType type, const char *fn) {
   return cudaSuccess;
 }
 
+/* Host waits for the device, by call (a GPU drains its queue at each: launch latency shows). */
+unsigned long long waits[4];
+const char *const wait_names[4] = {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize",
+                                   "cudaMemcpy"};
+
 void print_stats(void) {
   if (!launch_counts) return;
   unsigned long long n = 0;
   for (auto &kv : *launch_counts) n += kv.second;
-  fprintf(stderr, "cuda emulator: %llu launches of %zu kernels\n", n, launch_counts->size());
+  fprintf(stderr, "cuda emulator: %llu launches of %zu kernels; host waits:", n, launch_counts->size());
+  for (int i = 0; i < 4; i++) fprintf(stderr, " %s %llu", wait_names[i], waits[i]);
+  fprintf(stderr, "\n");
 }
 
 } // namespace
@@ -286,6 +293,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+  waits[3]++;
   return cudaMemcpyAsync(dst, src, n, kind, 0);
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
@@ -312,6 +320,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   (void)s;
+  waits[0]++;
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
@@ -323,7 +332,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   (void)flags;
   return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: no event");
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  waits[2]++;
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   (void)flags;
@@ -345,7 +357,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: no event");
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaEventQuery(e); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  waits[1]++;
+  return cudaEventQuery(e);
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   if (!a || !b) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: no event");
   *ms = (float)(1e3 * (((event *)b)->t - ((event *)a)->t));
