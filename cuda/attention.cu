@@ -8,9 +8,10 @@
  * registers whatever the storage type.
  *
  * Backward without atomics (deterministic): one kernel per query tile computes
- * D_i = sum_j P_ij dP_ij and dQ; a second one per key tile walks all queries for dK and dV.  P is
- * recomputed from the scores and the saved lse (9 hd-long products per score pair in backward
- * against 2 in forward: simple before fast; see the README of the benchmarks for timings). */
+ * D_i = sum_j P_ij dP_ij = dO_i . O_i from the forward output, and dQ; a second one per key tile
+ * walks all queries for dK and dV.  P is recomputed from the scores and the saved lse (7 hd-long
+ * products per score pair in backward against 2 in forward; see the README of the benchmarks for
+ * timings). */
 #include "build_config.h"
 
 #include <math.h>
@@ -189,12 +190,12 @@ __global__ void __launch_bounds__(ATHREADS)
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
-/* Per query tile: D_i = sum_j P_ij dP_ij (saved for the key-side kernel) and
+/* Per query tile: D_i = sum_j P_ij dP_ij = dO_i . O_i (saved for the key-side kernel) and
  * dQ_i = scale sum_j P_ij (dP_ij - D_i) k_j. */
 template <typename T, int HDP>
 __global__ void __launch_bounds__(ATHREADS)
-    attn_bwd_dq_kernel(T *dqkv, float *Dg, const T *dout, const T *qkv, const float *lse, int N,
-                       int H, int hd, float scale) {
+    attn_bwd_dq_kernel(T *dqkv, float *Dg, const T *dout, const T *out, const T *qkv,
+                       const float *lse, int N, int H, int hd, float scale) {
   extern __shared__ float sm[];
   float *Qs = sm, *dOs = Qs + TQ * (HDP + 1), *Ks = dOs + TQ * (HDP + 1), *Vs = Ks + TK * (HDP + 1);
   float *Ss = Vs + TK * (HDP + 1), *lse_s = Ss + TQ * (TK + 1), *D_s = lse_s + TQ;
@@ -206,31 +207,20 @@ __global__ void __launch_bounds__(ATHREADS)
   load_tile<T, HDP>(dOs, dout + (size_t)b * N * ldo + (size_t)h * hd, ldo, q0, N, hd);
   if (t < TQ) lse_s[t] = q0 + t < N ? lse[(size_t)bh * N + q0 + t] : 0.0f;
 
-  /* pass 1: D */
-  float Dp[2] = {0.0f, 0.0f};
-  for (int k0 = 0; k0 < N; k0 += TK) {
-    __syncthreads();
-    load_tile<T, HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
-    load_tile<T, HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
-    __syncthreads();
-    float s[2][4], dp[2][4];
-    tile_dots<HDP>(s, Qs, Ks, tx, ty);
-    tile_dots<HDP>(dp, dOs, Vs, tx, ty);
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-        if (k0 + tx + 8 * j < N) Dp[i] += expf(s[i][j] * scale - lse_s[ty + 16 * i]) * dp[i][j];
-  }
-#pragma unroll
-  for (int i = 0; i < 2; i++) /* the 8 threads of a row are lanes 8k..8k+7 of one warp */
-    for (int o = 1; o < 8; o <<= 1) Dp[i] += __shfl_xor_sync(0xffffffffu, Dp[i], o);
-  if (tx == 0) {
-    D_s[ty] = Dp[0];
-    D_s[ty + 16] = Dp[1];
+  /* D from the output rows (in the K tile's space until the loop below): 4 threads per row, lanes
+   * 4r..4r+3 of one warp; rows >= N and columns >= hd are zero */
+  load_tile<T, HDP>(Ks, out + (size_t)b * N * ldo + (size_t)h * hd, ldo, q0, N, hd);
+  __syncthreads();
+  {
+    const int r = t >> 2, part = t & 3;
+    float Dp = 0.0f;
+    for (int d = part; d < HDP; d += 4) Dp += dOs[r * (HDP + 1) + d] * Ks[r * (HDP + 1) + d];
+    Dp += __shfl_xor_sync(0xffffffffu, Dp, 1);
+    Dp += __shfl_xor_sync(0xffffffffu, Dp, 2);
+    if (part == 0) D_s[r] = Dp;
   }
 
-  /* pass 2: dQ */
+  /* dQ */
   float dq[2][HDP / 8];
 #pragma unroll
   for (int i = 0; i < 2; i++)
@@ -380,15 +370,15 @@ static void fwd_hd(T *out, float *lse, float *probs, const T *qkv, int B, int N,
 }
 
 template <typename T, int HDP>
-static void bwd_hd(T *dqkv, const T *dout, const T *qkv, const float *lse, int B, int N, int H,
-                   int hd, float scale) {
+static void bwd_hd(T *dqkv, const T *dout, const T *out, const T *qkv, const float *lse, int B,
+                   int N, int H, int hd, float scale) {
   static int big_q, big_k;
   const dim3 grid = attn_grid(B, N, H);
   float *Dg = (float *)cu_scratch(SLOT_ATTN2, k_attn_state_bytes(B, N, H));
   allow_smem(attn_bwd_dq_kernel<T, HDP>, smem_bwd<HDP>(), &big_q);
   allow_smem(attn_bwd_dkv_kernel<T, HDP>, smem_bwd<HDP>(), &big_k);
-  attn_bwd_dq_kernel<T, HDP><<<grid, ATHREADS, smem_bwd<HDP>(), cu.stream>>>(dqkv, Dg, dout, qkv,
-                                                                             lse, N, H, hd, scale);
+  attn_bwd_dq_kernel<T, HDP><<<grid, ATHREADS, smem_bwd<HDP>(), cu.stream>>>(dqkv, Dg, dout, out,
+                                                                             qkv, lse, N, H, hd, scale);
   CHECK_LAUNCH();
   attn_bwd_dkv_kernel<T, HDP><<<grid, ATHREADS, smem_bwd<HDP>(), cu.stream>>>(dqkv, Dg, dout, qkv,
                                                                               lse, N, H, hd, scale);
@@ -418,20 +408,20 @@ void k_attn_fwd(T *out, float *lse, float *probs, const T *qkv, int B, int N, in
 }
 
 template <typename T>
-void k_attn_bwd(T *dqkv, const T *dout, const T *qkv, const float *lse, int B, int N, int H,
-                int hd, float scale) {
+void k_attn_bwd(T *dqkv, const T *dout, const T *out, const T *qkv, const float *lse, int B, int N,
+                int H, int hd, float scale) {
   if (B <= 0 || N <= 0) return;
   check_hd(hd);
   SCD_ASSERT(lse);
-  if (hd <= 16) bwd_hd<T, 16>(dqkv, dout, qkv, lse, B, N, H, hd, scale);
-  else if (hd <= 32) bwd_hd<T, 32>(dqkv, dout, qkv, lse, B, N, H, hd, scale);
-  else if (hd <= 64) bwd_hd<T, 64>(dqkv, dout, qkv, lse, B, N, H, hd, scale);
-  else bwd_hd<T, 128>(dqkv, dout, qkv, lse, B, N, H, hd, scale);
+  if (hd <= 16) bwd_hd<T, 16>(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
+  else if (hd <= 32) bwd_hd<T, 32>(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
+  else if (hd <= 64) bwd_hd<T, 64>(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
+  else bwd_hd<T, 128>(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
 }
 
 template void k_attn_fwd<float>(float *, float *, float *, const float *, int, int, int, int, float);
 template void k_attn_fwd<bf16>(bf16 *, float *, float *, const bf16 *, int, int, int, int, float);
-template void k_attn_bwd<float>(float *, const float *, const float *, const float *, int, int, int,
-                                int, float);
-template void k_attn_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const float *, int, int, int, int,
-                               float);
+template void k_attn_bwd<float>(float *, const float *, const float *, const float *, const float *,
+                                int, int, int, int, float);
+template void k_attn_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, int,
+                               int, int, int, float);

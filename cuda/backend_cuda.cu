@@ -540,8 +540,8 @@ static void o_attn_bwd(void *dqkv, const void *dout, const void *out, const void
     PROF(P_ATTN, done = cudnn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
                                      (const float *)state, B, N, H, hd, scale));
   if (done) return;
-  PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const float *)state, B, N,
-                             H, hd, scale));
+  PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
+                             (const float *)state, B, N, H, hd, scale));
 }
 template <typename T> static void o_gelu_fwd(void *y, const void *x, size_t n) {
   if (n) PROF(P_OTHER, k_gelu_fwd<T>((T *)y, (const T *)x, n));

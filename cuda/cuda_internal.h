@@ -150,10 +150,9 @@ template <typename T>
 void k_attn_fwd(T *out, float *lse, float *probs, const T *qkv, int B, int N, int H, int hd,
                 float scale);
 template <typename T>
-void k_attn_bwd(T *dqkv, const T *dout, const T *qkv, const float *lse, int B, int N, int H,
-                int hd, float scale);
+void k_attn_bwd(T *dqkv, const T *dout, const T *out, const T *qkv, const float *lse, int B, int N,
+                int H, int hd, float scale);
 
-/* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state. */
 /* attention_cudnn.cu: cuDNN's fused attention, bf16.  The state is the flash kernel's (lse [B,H,N]
  * fp32; NULL in inference).  Each returns 0, having said why once, when cuDNN cannot run the
  * shape; the caller then runs the flash kernel instead. */
@@ -166,6 +165,7 @@ const char *k_attn_cudnn_why_not(void);
 /* Forward and backward calls cuDNN has run. */
 void k_attn_cudnn_runs(long *fwd, long *bwd);
 
+/* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state. */
 template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H);
 template <typename T>
 void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
