@@ -45,12 +45,26 @@ if [ ! -d "$rt/usr" ]; then
   for f in "$pack"/debs/*.deb; do unpack "$f"; done
 fi
 nvlibs=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | paste -sd:)
-export LD_LIBRARY_PATH="$rt/usr/lib/x86_64-linux-gnu:$rt/usr/lib/x86_64-linux-gnu/openmpi/lib:$nvlibs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# cuDNN for scdino: the newest libcudnn.so.9 of the toolkit's and torch's wheel goes first
+# (SCDINO_CUDA_ATTENTION=cudnn needs 9.17 or later; an older one hands attention to the flash
+# kernel), as scdino --version reports it.  PyTorch runs without this path (its own libraries).
+base_ld="$rt/usr/lib/x86_64-linux-gnu:$rt/usr/lib/x86_64-linux-gnu/openmpi/lib:$nvlibs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cudnn_dir="" cudnn_ver=""
+for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib; do
+  [ -e "$d/libcudnn.so.9" ] || continue
+  v=$(LD_LIBRARY_PATH="$d:$base_ld" "$bin/scdino" --version 2>/dev/null | sed -n 's/^ *cuDNN *: \([0-9.]*\).*/\1/p')
+  [ -n "$v" ] || continue
+  if [ -z "$cudnn_ver" ] || [ "$(printf '%s\n' "$cudnn_ver" "$v" | sort -V | tail -1)" != "$cudnn_ver" ]; then
+    cudnn_dir=$d cudnn_ver=$v
+  fi
+done
+export LD_LIBRARY_PATH="${cudnn_dir:+$cudnn_dir:}$base_ld"
 export SCDINO_TESTDATA=$PWD/tests/data OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+note "cuDNN for scdino: ${cudnn_ver:-none found} ${cudnn_dir:+in $cudnn_dir}"
 {
   echo "== $(date -u) on $(hostname)"
   nvidia-smi 2>&1
