@@ -30,19 +30,38 @@ static cublasHandle_t blas_handle(void) {
   return blas;
 }
 
-/* p[i] = base + (i / H) * bstride + (i % H) * hstride (bytes), i < BH. */
-__global__ void head_ptrs_kernel(const char **p, const char *base, size_t bstride, size_t hstride,
-                                 int H, int BH) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < BH) p[i] = base + (size_t)(i / H) * bstride + (size_t)(i % H) * hstride;
+/* The per-head pointer arrays of one call's batched products, built by one launch (a call needs
+ * up to 10 arrays; a launch each would be hundreds of tiny kernels per step). */
+#define PTR_ARRAYS_MAX 10
+struct ptr_arrays {
+  const char *base[PTR_ARRAYS_MAX];
+  size_t bstride[PTR_ARRAYS_MAX], hstride[PTR_ARRAYS_MAX]; /* bytes between samples, heads */
+  int n;
+};
+
+/* Adds array j: entry i = base + (i / H) * bstride + (i % H) * hstride. */
+static void ptr_arrays_add(struct ptr_arrays *a, const void *base, size_t bstride, size_t hstride) {
+  SCD_ASSERT(a->n < PTR_ARRAYS_MAX);
+  a->base[a->n] = (const char *)base;
+  a->bstride[a->n] = bstride;
+  a->hstride[a->n] = hstride;
+  a->n++;
 }
 
-static const void **head_ptrs(const void **slot, const void *base, size_t bstride, size_t hstride,
-                              int H, int BH) {
-  head_ptrs_kernel<<<(BH + 127) / 128, 128, 0, cu.stream>>>((const char **)slot, (const char *)base,
-                                                             bstride, hstride, H, BH);
+/* p[j * BH + i] for every array j and i < BH. */
+__global__ void head_ptrs_kernel(const char **p, struct ptr_arrays a, int H, int BH) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= BH) return;
+  for (int j = 0; j < a.n; j++)
+    p[(size_t)j * BH + i] = a.base[j] + (size_t)(i / H) * a.bstride[j] + (size_t)(i % H) * a.hstride[j];
+}
+
+/* The arrays in scratch, one launch; array j starts at the result + j * BH. */
+static const void **head_ptrs(const struct ptr_arrays *a, int H, int BH) {
+  const void **p = (const void **)cu_scratch(SLOT_PTRS, (size_t)a->n * BH * sizeof(void *));
+  head_ptrs_kernel<<<(BH + 127) / 128, 128, 0, cu.stream>>>((const char **)p, *a, H, BH);
   CHECK_LAUNCH();
-  return slot;
+  return p;
 }
 
 /* Column-major batched product C = alpha op(A) op(B) + beta C over the pointer arrays. */
@@ -111,14 +130,17 @@ void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int
   const cudaDataType_t dt = cu_dtype<T>::value;
   float *S = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
   if (!P) P = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
-  const void **pt = (const void **)cu_scratch(SLOT_PTRS, 6 * (size_t)BH * sizeof(void *));
   const size_t bq = (size_t)N * 3 * D * e; /* bytes between samples in qkv */
-  const void **q = head_ptrs(pt, qkv, bq, hd * e, H, BH);
-  const void **k = head_ptrs(pt + BH, (const char *)qkv + D * e, bq, hd * e, H, BH);
-  const void **v = head_ptrs(pt + 2 * BH, (const char *)qkv + 2 * D * e, bq, hd * e, H, BH);
-  const void **s = head_ptrs(pt + 3 * BH, S, NN * sizeof(float) * H, NN * sizeof(float), H, BH);
-  const void **p = head_ptrs(pt + 4 * BH, P, NN * e * H, NN * e, H, BH);
-  const void **o = head_ptrs(pt + 5 * BH, out, (size_t)N * D * e, hd * e, H, BH);
+  struct ptr_arrays a = {};
+  ptr_arrays_add(&a, qkv, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)qkv + D * e, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)qkv + 2 * D * e, bq, hd * e);
+  ptr_arrays_add(&a, S, NN * sizeof(float) * H, NN * sizeof(float));
+  ptr_arrays_add(&a, P, NN * e * H, NN * e);
+  ptr_arrays_add(&a, out, (size_t)N * D * e, hd * e);
+  const void **pt = head_ptrs(&a, H, BH);
+  const void **q = pt, **k = pt + BH, **v = pt + 2 * BH, **s = pt + 3 * BH, **p = pt + 4 * BH;
+  const void **o = pt + 5 * BH;
   /* S^T (column-major) = K Q^T: S row-major [N][N] = scale q_i . k_j */
   batched(1, 0, N, N, hd, scale, k, dt, (int)(3 * D), q, dt, (int)(3 * D), (void **)s, CUDA_R_32F, ld,
           BH);
@@ -137,18 +159,22 @@ void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, in
   const cudaDataType_t dt = cu_dtype<T>::value;
   float *dP = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
   T *dS = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
-  const void **pt = (const void **)cu_scratch(SLOT_PTRS, 11 * (size_t)BH * sizeof(void *));
   const size_t bq = (size_t)N * 3 * D * e, bo = (size_t)N * D * e;
-  const void **q = head_ptrs(pt, qkv, bq, hd * e, H, BH);
-  const void **k = head_ptrs(pt + BH, (const char *)qkv + D * e, bq, hd * e, H, BH);
-  const void **v = head_ptrs(pt + 2 * BH, (const char *)qkv + 2 * D * e, bq, hd * e, H, BH);
-  const void **dO = head_ptrs(pt + 3 * BH, dout, bo, hd * e, H, BH);
-  const void **p = head_ptrs(pt + 4 * BH, P, NN * e * H, NN * e, H, BH);
-  const void **dp = head_ptrs(pt + 5 * BH, dP, NN * sizeof(float) * H, NN * sizeof(float), H, BH);
-  const void **ds = head_ptrs(pt + 6 * BH, dS, NN * e * H, NN * e, H, BH);
-  const void **dq = head_ptrs(pt + 7 * BH, dqkv, bq, hd * e, H, BH);
-  const void **dk = head_ptrs(pt + 8 * BH, (const char *)dqkv + D * e, bq, hd * e, H, BH);
-  const void **dv = head_ptrs(pt + 9 * BH, (const char *)dqkv + 2 * D * e, bq, hd * e, H, BH);
+  struct ptr_arrays a = {};
+  ptr_arrays_add(&a, qkv, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)qkv + D * e, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)qkv + 2 * D * e, bq, hd * e);
+  ptr_arrays_add(&a, dout, bo, hd * e);
+  ptr_arrays_add(&a, P, NN * e * H, NN * e);
+  ptr_arrays_add(&a, dP, NN * sizeof(float) * H, NN * sizeof(float));
+  ptr_arrays_add(&a, dS, NN * e * H, NN * e);
+  ptr_arrays_add(&a, dqkv, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)dqkv + D * e, bq, hd * e);
+  ptr_arrays_add(&a, (const char *)dqkv + 2 * D * e, bq, hd * e);
+  const void **pt = head_ptrs(&a, H, BH);
+  const void **q = pt, **k = pt + BH, **v = pt + 2 * BH, **dO = pt + 3 * BH, **p = pt + 4 * BH;
+  const void **dp = pt + 5 * BH, **ds = pt + 6 * BH, **dq = pt + 7 * BH, **dk = pt + 8 * BH;
+  const void **dv = pt + 9 * BH;
   const int l3 = (int)(3 * D), lo = (int)D;
   /* dV^T = dO^T P  (dV = P^T dO) */
   batched(0, 1, hd, N, N, 1.0f, dO, dt, lo, p, dt, ld, (void **)dv, dt, l3, BH);

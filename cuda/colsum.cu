@@ -1,15 +1,27 @@
-/* colsum.cu - the second stage of the deterministic column sums, and column sums of activations. */
+/* colsum.cu - the column sums' counters and empty case, and column sums of activations. */
 #include "build_config.h"
 
 #include "colsum.cuh"
 
-__global__ void colsum_final_kernel(float *out, const float *partial, int nchunk, int cols,
-                                    int accumulate) {
+__global__ void colsum_empty_kernel(float *out, int cols, int accumulate) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int k = 0; k < nchunk; k++) s += partial[(size_t)k * cols + c];
-  out[c] = accumulate ? out[c] + s : s;
+  if (c < cols && !accumulate) out[c] = 0.0f;
+}
+
+unsigned *colsum_counters(int n) {
+  static unsigned *count;
+  static int have;
+  if (n > have) {
+    if (count) {
+      CHECK_CUDA(cudaStreamSynchronize(cu.stream)); /* a queued sum may still use them */
+      cu_dev_free(count);
+    }
+    const int want = n > 2 * have ? n : 2 * have;
+    count = (unsigned *)cu_dev_alloc((size_t)want * sizeof(unsigned), "column-sum counters");
+    CHECK_CUDA(cudaMemsetAsync(count, 0, (size_t)want * sizeof(unsigned), cu.stream));
+    have = want;
+  }
+  return count;
 }
 
 template <typename T> struct act_elem {

@@ -1,10 +1,11 @@
 /* colsum.cuh - deterministic column reductions over rows: out[c] (+)= sum_r f(r, c).
  *
- * Two launches: blocks of 32 columns x 8 row lanes sum fixed chunks of COLSUM_CHUNK rows into
- * partial sums (each chunk's 8 lanes combined in a fixed order), then one thread per column adds
- * the chunks in order.  The result depends only on rows and cols, never on the GPU or timing (no
- * atomics), so gradients are reproducible run to run.  f is a functor with
- * `__device__ float operator()(int r, int c) const`. */
+ * One launch: blocks of 32 columns x 8 row lanes sum fixed chunks of COLSUM_CHUNK rows into
+ * partial sums (each chunk's 8 lanes combined in a fixed order); the last block of a column strip
+ * to finish (a counter per strip) adds that strip's chunks in chunk order and resets the counter.
+ * The result depends only on rows and cols, never on the GPU or the order blocks finish in (the
+ * counter only elects who adds; the sum order is fixed), so gradients are reproducible run to run.
+ * f is a functor with `__device__ float operator()(int r, int c) const`. */
 #ifndef SCDINO_COLSUM_CUH
 #define SCDINO_COLSUM_CUH
 
@@ -13,9 +14,11 @@
 #define COLSUM_CHUNK 128 /* rows per partial sum */
 
 template <typename F>
-__global__ void colsum_partial_kernel(float *partial, F f, int rows, int cols) {
+__global__ void colsum_kernel(float *out, float *partial, unsigned *count, F f, int rows, int cols,
+                              int accumulate) {
   __shared__ float red[8][33];
-  const int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
+  __shared__ int last;
+  const int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y, nchunk = gridDim.y;
   const int r0 = chunk * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
   float acc = 0.0f;
   if (c < cols)
@@ -27,24 +30,43 @@ __global__ void colsum_partial_kernel(float *partial, F f, int rows, int cols) {
     for (int i = 1; i < 8; i++) s += red[i][threadIdx.x];
     partial[(size_t)chunk * cols + c] = s;
   }
+  __threadfence(); /* this block's partials are visible to the block that adds them */
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0)
+    last = atomicAdd(&count[blockIdx.x], 1u) == (unsigned)nchunk - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.y == 0 && c < cols) {
+    const volatile float *pv = partial; /* written by other blocks: not from this SM's L1 */
+    float s = 0.0f;
+    for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c];
+    out[c] = accumulate ? out[c] + s : s;
+  }
+  if (threadIdx.x == 0 && threadIdx.y == 0) count[blockIdx.x] = 0; /* ready for the next call */
 }
 
-__global__ void colsum_final_kernel(float *out, const float *partial, int nchunk, int cols,
-                                    int accumulate);
+/* out[c] = accumulate ? out[c] : 0 for c < cols (no rows). */
+__global__ void colsum_empty_kernel(float *out, int cols, int accumulate);
+
+/* Zeroed counters, one per strip of 32 columns, for n strips (grown on demand). */
+unsigned *colsum_counters(int n);
 
 /* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f(r, c), for c < cols. */
 template <typename F> void colsum_run(float *out, F f, int rows, int cols, int accumulate) {
   if (cols <= 0) return;
   const int nchunk = rows > 0 ? (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK : 0;
-  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)(nchunk ? nchunk : 1) * cols * sizeof(float));
-  if (nchunk) {
-    const dim3 grid((unsigned)((cols + 31) / 32), (unsigned)nchunk), block(32, 8);
-    SCD_ASSERT(nchunk <= 65535);
-    colsum_partial_kernel<F><<<grid, block, 0, cu.stream>>>(partial, f, rows, cols);
+  if (!nchunk) {
+    colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
     CHECK_LAUNCH();
+    return;
   }
-  colsum_final_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, partial, nchunk, cols,
-                                                                 accumulate);
+  SCD_ASSERT(nchunk <= 65535);
+  const int strips = (cols + 31) / 32;
+  unsigned *count = colsum_counters(strips);
+  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
+  const dim3 grid((unsigned)strips, (unsigned)nchunk), block(32, 8);
+  colsum_kernel<F><<<grid, block, 0, cu.stream>>>(out, partial, count, f, rows, cols, accumulate);
   CHECK_LAUNCH();
 }
 

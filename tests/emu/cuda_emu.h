@@ -113,6 +113,9 @@ template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsig
 
 /* ---- atomics (fibers switch only at barriers: a read-modify-write is atomic) ------------------ */
 
+/* Blocks run one after another and memory is the host's: every write is visible at once. */
+static inline void __threadfence(void) {}
+
 template <typename T> static inline T atomicAdd(T *p, T v) {
   const T old = *p;
   *p = old + v;

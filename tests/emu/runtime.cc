@@ -118,6 +118,9 @@ void print_stats(void) {
   fprintf(stderr, "cuda emulator: %llu launches of %zu kernels; host waits:", n, launch_counts->size());
   for (int i = 0; i < 4; i++) fprintf(stderr, " %s %llu", wait_names[i], waits[i]);
   fprintf(stderr, "\n");
+  const char *s = getenv("SCDINO_EMU_STATS");
+  if (s && !strcmp(s, "2")) /* and per kernel */
+    for (auto &kv : *launch_counts) fprintf(stderr, "cuda emulator: %10llu %s\n", kv.second, kv.first.c_str());
 }
 
 } // namespace
@@ -157,7 +160,7 @@ void emu_count_launch(const char *kernel, unsigned long long blocks, unsigned lo
   if (!launch_counts) {
     launch_counts = new std::map<std::string, unsigned long long>();
     const char *s = getenv("SCDINO_EMU_STATS");
-    if (s && *s == '1') atexit(print_stats);
+    if (s && (*s == '1' || *s == '2')) atexit(print_stats);
   }
   (*launch_counts)[kernel]++;
 }
