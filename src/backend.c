@@ -73,9 +73,10 @@ const struct ops *backend_select(const struct config *cfg) {
     check_gpus_distinct();
     struct backend_cuda_info info;
     backend_cuda_info(&info);
-    log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s", info.name,
-             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0,
-             backend_cuda_attention());
+    const char *at = backend_cuda_attention();
+    log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s%s", info.name,
+             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0, at,
+             cuda->act_size == 4 && !strcmp(at, "cudnn") ? " (bf16 only: fp32 runs gemm)" : "");
     return cuda;
   }
   if (!strcmp(dev, "cuda"))

@@ -3,8 +3,8 @@
 # emulator (tests/emu/cudnn_emu.cc stands in for cuDNN): cuDNN's fused attention in training, a
 # restart bit-identical to an uninterrupted run (the deterministic engine is chosen before the
 # nondeterministic one heuristics rank first), and the fallbacks to the flash kernel when cuDNN
-# offers no engine for the backward node or for any node, each said once, and the warning when
-# only a nondeterministic engine exists.
+# offers no engine for the backward node or for any node, each said once, the GEMM form in fp32,
+# and the warning when only a nondeterministic engine exists.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
 scratch emu_cudnn
@@ -43,6 +43,12 @@ expect_exit 0 env SCDINO_EMU_CUDNN=none "$exe" none.nml
 expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using the flash kernel$'
 nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 2 ] || fail "the fallbacks were not said once per direction"
+
+# fp32: cuDNN's fused attention is bf16 only; the log says the GEMM form runs.
+train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" | cuda >fp32.nml
+expect_exit 0 "$exe" fp32.nml
+expect_grep 'attention: cudnn \(bf16 only: fp32 runs gemm\)$'
+expect_nogrep 'cuDNN attention'
 
 # Only a nondeterministic engine: used, with a warning about restarts.
 train_deck nondet epochs=1 batch_size_per_rank=4 | cuda >nondet.nml
