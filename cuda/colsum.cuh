@@ -5,7 +5,8 @@
  * to finish (a counter per strip) adds that strip's chunks in chunk order and resets the counter.
  * The result depends only on rows and cols, never on the GPU or the order blocks finish in (the
  * counter only elects who adds; the sum order is fixed), so gradients are reproducible run to run.
- * f is a functor with `__device__ float operator()(int r, int c) const`. */
+ * f is a functor with `__device__ float operator()(int r, int c) const` (colsum_run), or one setting
+ * several values at once (colsum_multi_run: one pass over the rows for several sums). */
 #ifndef SCDINO_COLSUM_CUH
 #define SCDINO_COLSUM_CUH
 
@@ -13,23 +14,30 @@
 
 #define COLSUM_CHUNK 128 /* rows per partial sum */
 
-template <typename F>
-__global__ void colsum_kernel(float *out, float *partial, unsigned *count, F f, int rows, int cols,
-                              int accumulate) {
-  __shared__ float red[8][33];
+/* NO sums at once: f(r, c, v) sets v[0..NO) (one pass over the rows for several outputs). */
+template <int NO, typename F>
+__global__ void colsum_kernel(float *out0, float *out1, float *partial, unsigned *count, F f,
+                              int rows, int cols, int accumulate) {
+  __shared__ float red[NO][8][33];
   __shared__ int last;
   const int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y, nchunk = gridDim.y;
   const int r0 = chunk * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
-  float acc = 0.0f;
+  float acc[NO];
+  for (int o = 0; o < NO; o++) acc[o] = 0.0f;
   if (c < cols)
-    for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += f(r, c);
-  red[threadIdx.y][threadIdx.x] = acc;
+    for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+      float v[NO];
+      f(r, c, v);
+      for (int o = 0; o < NO; o++) acc[o] += v[o];
+    }
+  for (int o = 0; o < NO; o++) red[o][threadIdx.y][threadIdx.x] = acc[o];
   __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float s = red[0][threadIdx.x];
-    for (int i = 1; i < 8; i++) s += red[i][threadIdx.x];
-    partial[(size_t)chunk * cols + c] = s;
-  }
+  if (threadIdx.y == 0 && c < cols)
+    for (int o = 0; o < NO; o++) {
+      float s = red[o][0][threadIdx.x];
+      for (int i = 1; i < 8; i++) s += red[o][i][threadIdx.x];
+      partial[((size_t)o * nchunk + chunk) * cols + c] = s;
+    }
   __threadfence(); /* this block's partials are visible to the block that adds them */
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0)
@@ -37,12 +45,14 @@ __global__ void colsum_kernel(float *out, float *partial, unsigned *count, F f, 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (threadIdx.y == 0 && c < cols) {
-    const volatile float *pv = partial; /* written by other blocks: not from this SM's L1 */
-    float s = 0.0f;
-    for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c];
-    out[c] = accumulate ? out[c] + s : s;
-  }
+  if (threadIdx.y == 0 && c < cols)
+    for (int o = 0; o < NO; o++) {
+      const volatile float *pv = partial + (size_t)o * nchunk * cols; /* other blocks' writes */
+      float s = 0.0f;
+      for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c];
+      float *out = o ? out1 : out0;
+      out[c] = accumulate ? out[c] + s : s;
+    }
   if (threadIdx.x == 0 && threadIdx.y == 0) count[blockIdx.x] = 0; /* ready for the next call */
 }
 
@@ -52,22 +62,38 @@ __global__ void colsum_empty_kernel(float *out, int cols, int accumulate);
 /* Zeroed counters, one per strip of 32 columns, for n strips (grown on demand). */
 unsigned *colsum_counters(int n);
 
-/* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f(r, c), for c < cols. */
-template <typename F> void colsum_run(float *out, F f, int rows, int cols, int accumulate) {
+/* outo[c] = (accumulate ? outo[c] : 0) + sum over r < rows of v[o] from f(r, c, v), for c < cols
+ * and o < NO (NO = 1 or 2; out1 unused for 1). */
+template <int NO, typename F>
+void colsum_multi_run(float *out0, float *out1, F f, int rows, int cols, int accumulate) {
   if (cols <= 0) return;
   const int nchunk = rows > 0 ? (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK : 0;
   if (!nchunk) {
-    colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
-    CHECK_LAUNCH();
+    for (int o = 0; o < NO; o++) {
+      colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(o ? out1 : out0, cols, accumulate);
+      CHECK_LAUNCH();
+    }
     return;
   }
   SCD_ASSERT(nchunk <= 65535);
   const int strips = (cols + 31) / 32;
   unsigned *count = colsum_counters(strips);
-  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
+  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)NO * nchunk * cols * sizeof(float));
   const dim3 grid((unsigned)strips, (unsigned)nchunk), block(32, 8);
-  colsum_kernel<F><<<grid, block, 0, cu.stream>>>(out, partial, count, f, rows, cols, accumulate);
+  colsum_kernel<NO, F><<<grid, block, 0, cu.stream>>>(out0, out1, partial, count, f, rows, cols,
+                                                      accumulate);
   CHECK_LAUNCH();
+}
+
+/* A one-value functor `float f(r, c)` as a colsum_multi_run one. */
+template <typename F> struct colsum_one {
+  F f;
+  __device__ void operator()(int r, int c, float *v) const { v[0] = f(r, c); }
+};
+
+/* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f(r, c), for c < cols. */
+template <typename F> void colsum_run(float *out, F f, int rows, int cols, int accumulate) {
+  colsum_multi_run<1>(out, (float *)NULL, colsum_one<F>{f}, rows, cols, accumulate);
 }
 
 #endif

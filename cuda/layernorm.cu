@@ -69,13 +69,14 @@ __global__ void ln_bwd_kernel(T *dx, const T *dy, const T *x, int ldx, const flo
 }
 
 /* dy * xhat and dy at (row r, column c): the terms of dg and db. */
-template <typename T> struct ln_dg_elem {
+template <typename T> struct ln_dgdb_elem {
   const T *dy, *x;
   int ldx, D;
   const float *mean, *rstd;
-  __device__ float operator()(int r, int c) const {
+  __device__ void operator()(int r, int c, float *v) const {
     const float xh = (ldf(&x[(size_t)r * ldx + c]) - mean[r]) * rstd[r];
-    return ldf(&dy[(size_t)r * D + c]) * xh;
+    v[1] = ldf(&dy[(size_t)r * D + c]);
+    v[0] = v[1] * xh;
   }
 };
 
@@ -86,8 +87,9 @@ void k_layernorm_bwd(T *dx, float *dg, float *db, const T *dy, const T *x, int l
   ln_bwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(dx, dy, x, ldx, mean,
                                                                             rstd, g, rows, D);
   CHECK_LAUNCH();
-  if (dg) colsum_run(dg, ln_dg_elem<T>{dy, x, ldx, D, mean, rstd}, rows, D, 1);
-  if (db) k_colsum<T>(db, dy, rows, D, (size_t)D, 1);
+  SCD_ASSERT(dg && db); /* ops.h: both accumulate */
+  /* one pass over dy for both */
+  colsum_multi_run<2>(dg, db, ln_dgdb_elem<T>{dy, x, ldx, D, mean, rstd}, rows, D, 1);
 }
 
 /* ---- L2 normalisation (F.normalize, eps 1e-12) -------------------------------------------------- */
