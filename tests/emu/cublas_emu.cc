@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "emu_internal.h"
+
 /* The backend's handles are pointers to these (cuBLAS leaves the structs incomplete). */
 struct cublasContext {
   uint32_t magic;
@@ -309,6 +311,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmBatchedEx(cublasHandle_t handle, cublasOpe
     g.C = g.D = Carray[b];
     run_gemm(g);
   }
+  emu_count_launch("cublasGemmBatchedEx", 0, 0);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -537,6 +540,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
     g.bias = d->bias; /* BIAS_DATA_TYPE unset: the bias has D's type */
   }
   run_gemm(g);
+  emu_count_launch("cublasLtMatmul", 0, 0);
   return CUBLAS_STATUS_SUCCESS;
 }
 
