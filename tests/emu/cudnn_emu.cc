@@ -529,7 +529,7 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t d, cudnnBackendA
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
     for (int64_t i = 0; i < n; i++) {
       const Desc *c = as_desc(((const cudnnBackendDescriptor_t *)v)[i], "cudnnBackendSetAttribute (element)");
-      if (!c->final && p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)
+      if (!c->final)
         return fail(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "attribute %d: element not finalized", (int)name);
     }
   Attr a;
