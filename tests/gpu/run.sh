@@ -14,13 +14,20 @@
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
 # Runs from the repository root.  Needs no MPI, HDF5 or libtiff of its own: the Debian runtime
-# packages in PACK_DIR/debs are unpacked into a private prefix (/tmp/scdino-rt), never into /.
+# packages in PACK_DIR/debs are unpacked into a private prefix ($TMPDIR/scdino-rt), never into /
+# (without debs/, the system's libraries are used).
+# Environment, for a session short of time (or a dry run of this script with the emulated
+# programs of tests/emu/ in PACK_DIR/bin):
+#   SCDINO_GPU_BENCH_ARGS  options appended to every gpu_train_bench run (e.g. a smaller model)
+#   SCDINO_GPU_BATCHES     the batches tried for the largest that fits (default 96 ... 512)
+#   SCDINO_GPU_BUSBW_MAX   the largest all-reduce of the busbw stage (default 1G)
 set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
 [ "$stages" = all ] && stages="tests bench torch train busbw"
-out=${OUT:-/tmp/scdino-gpu-out}
+tmp=${TMPDIR:-/tmp}
+out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
 tests_log=$out/tests.log
 bench_log=$out/bench.log
@@ -29,7 +36,7 @@ summary=$out/summary.txt
 bin=$(cd "$pack/bin" && pwd)
 
 # ---- runtime libraries ---------------------------------------------------------------------------
-rt=/tmp/scdino-rt
+rt=$tmp/scdino-rt
 unpack() { # a .deb into $rt: dpkg -x, or ar + tar where there is no dpkg
   if command -v dpkg >/dev/null 2>&1; then
     dpkg -x "$1" "$rt"
@@ -40,12 +47,13 @@ unpack() { # a .deb into $rt: dpkg -x, or ar + tar where there is no dpkg
     rm -rf "$d"
   fi
 }
-if [ ! -d "$rt/usr" ]; then
+if [ ! -d "$rt/usr" ] && ls "$pack"/debs/*.deb >/dev/null 2>&1; then
   mkdir -p "$rt"
   for f in "$pack"/debs/*.deb; do unpack "$f"; done
 fi
 nvlibs=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | paste -sd:)
-export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
+# the relocated Open MPI, when the packages were unpacked (a system one needs no prefix)
+[ -d "$rt/usr" ] && export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # cuDNN for scdino: the newest libcudnn.so.9 of the toolkit's and torch's wheel goes first
 # (SCDINO_CUDA_ATTENTION=cudnn needs 9.17 or later; an older one hands attention to the flash
@@ -77,13 +85,13 @@ fi
 
 # ---- tests ---------------------------------------------------------------------------------------
 run_test() { # name, timeout
-  local name=$1 t0 rc tmp=/tmp/scdino-gpu-test.out
+  local name=$1 t0 rc outf=$tmp/scdino-gpu-test.out
   t0=$(date +%s)
   echo "==== $name" >> "$tests_log"
   # Synchronous launches: a sticky CUDA error is reported at the call that caused it.
-  CUDA_LAUNCH_BLOCKING=1 timeout "$2" "$bin/$name" > "$tmp" 2>&1
+  CUDA_LAUNCH_BLOCKING=1 timeout "$2" "$bin/$name" > "$outf" 2>&1
   rc=$?
-  cat "$tmp" >> "$tests_log"
+  cat "$outf" >> "$tests_log"
   # A failure: once more under compute-sanitizer's memcheck, when the toolkit has it.
   local cs=/usr/local/cuda/bin/compute-sanitizer
   if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -x "$cs" ]; then
@@ -93,10 +101,10 @@ run_test() { # name, timeout
   local res=FAIL
   case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
   local checks
-  checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$tmp" | tail -1)
+  checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$outf" | tail -1)
   note "$(printf '%-22s %-7s %4ss  %s' "$name" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
-  grep -E "^(FAIL|SKIP)|error|cuDNN attention" "$tmp" | head -20 | sed 's/^/    /' >> "$summary"
-  rm -f "$tmp"
+  grep -E "^(FAIL|SKIP)|error|cuDNN attention" "$outf" | head -20 | sed 's/^/    /' >> "$summary"
+  rm -f "$outf"
 }
 if [[ " $stages " == *" tests "* ]]; then
   note "GPU tests (log: tests.log)"
@@ -116,7 +124,8 @@ bench() { # label, arguments...
   local label=$1
   shift
   echo "==== gpu_train_bench $*" >> "$bench_log"
-  timeout 300 "$bin/gpu_train_bench" "$@" >> "$bench_log" 2>&1
+  # shellcheck disable=SC2086
+  timeout 300 "$bin/gpu_train_bench" "$@" ${SCDINO_GPU_BENCH_ARGS:-} >> "$bench_log" 2>&1
   local rc=$?
   local r
   r=$(grep '^RESULT' "$bench_log" | tail -1)
@@ -137,14 +146,14 @@ if [[ " $stages " == *" bench "* ]]; then
     grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
     bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
     largest=64
-    for b in 96 128 192 256 384 512; do
+    for b in ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}; do
       if bench "scdino-bf16-b$b" -B $b -P bf16 -s 3 -w 1 $m; then largest=$b; else
         grep -q "out of memory" <(tail -3 "$bench_log") || note "batch $b failed for another reason than memory:"
         tail -2 "$bench_log" | sed 's/^/    /' >> "$summary"
         break
       fi
     done
-    note "largest batch per GPU that fits (bf16, of 64 96 128 192 256 384 512): $largest"
+    note "largest batch per GPU that fits (bf16, of 64 ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}): $largest"
   else
     note "gpu_train_bench failed: $(tail -1 "$bench_log")"
   fi
@@ -164,7 +173,7 @@ fi
 
 # ---- scdino end to end -----------------------------------------------------------------------------
 if [[ " $stages " == *" train "* ]]; then
-  w=/tmp/scdino-train
+  w=$tmp/scdino-train
   rm -rf "$w" && mkdir -p "$w"
   echo "==== scdino train, device = 'cuda'" >> "$tests_log"
   "$bin/train_mkdata" "$w/shards" 64 3 64 64 >> "$tests_log" 2>&1
@@ -176,11 +185,12 @@ if [[ " $stages " == *" train "* ]]; then
 &training epochs = 2, batch_size_per_rank = 16, log_every = 1, warmup_epochs = 1 /
 &system device = 'cuda' /
 NML
-  if timeout 300 "$bin/scdino" "$w/deck.nml" >> "$tests_log" 2>&1; then
-    note "scdino train on the GPU: PASS ($(grep -c 'loss' "$tests_log") log lines with a loss)"
+  if timeout 300 "$bin/scdino" "$w/deck.nml" > "$w/train.out" 2>&1; then
+    note "scdino train on the GPU: PASS ($(grep -c 'Epoch .* loss' "$w/train.out") log lines with a loss)"
   else
     note "scdino train on the GPU: FAIL (see tests.log)"
   fi
+  cat "$w/train.out" >> "$tests_log"
 fi
 
 # ---- NCCL bus bandwidth ------------------------------------------------------------------------------
@@ -189,7 +199,7 @@ if [[ " $stages " == *" busbw "* ]]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   for n in 1 $([ "${ngpu:-0}" -gt 1 ] && echo "$ngpu"); do
     echo "==== scdino_allreduce_perf -B nccl, $n rank(s)" >> "$busbw_log"
-    if timeout 300 mpirun.openmpi --oversubscribe -np "$n" "$bin/scdino_allreduce_perf" -B nccl -b 8 -e 1G -f 4 \
+    if timeout 300 mpirun.openmpi --oversubscribe -np "$n" "$bin/scdino_allreduce_perf" -B nccl -b 8 -e "${SCDINO_GPU_BUSBW_MAX:-1G}" -f 4 \
       -n 50 -w 5 -c 10 --json "$out/busbw-np$n.json" >> "$busbw_log" 2>&1; then
       note "NCCL all_reduce on $n rank(s): $(grep -E 'BENCH .* min_size_time' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
       [ "$n" -gt 1 ] && note "  $(grep -E 'BENCH .* max_size_busbw' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
