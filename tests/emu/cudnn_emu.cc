@@ -129,27 +129,27 @@ const Rule rules[] = {
 struct Role {
   cudnnBackendAttributeName_t name;
   const char *what;
-  bool required, output, stats, scale, out_rows;
+  bool required, kv, stats, scale; /* kv: a key/value-side tensor (sequence length s_kv) */
 };
 const Role fwd_roles[] = {
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, "q", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, "k", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, "v", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, "o", true, true, false, false, true},
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, "scale", true, false, false, true, false},
-    {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, "stats", false, true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, "q", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, "k", true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, "v", true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, "o", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, "scale", true, false, false, true},
+    {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, "stats", false, false, true, false},
 };
 const Role bwd_roles[] = {
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, "q", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, "k", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, "v", true, false, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, "o", true, false, false, false, true},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, "dO", true, false, false, false, true},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, "stats", true, false, true, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, "scale", true, false, false, true, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, "dQ", true, true, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, "dK", true, true, false, false, false},
-    {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, "dV", true, true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, "q", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, "k", true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, "v", true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, "o", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, "dO", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, "stats", true, false, true, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, "scale", true, false, false, true},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, "dQ", true, false, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, "dK", true, true, false, false},
+    {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, "dV", true, true, false, false},
 };
 
 bool is_op(cudnnBackendDescriptorType_t t) {
@@ -267,8 +267,7 @@ cudnnStatus_t finalize_sdpa(Desc *op) {
       return fail(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "SDPA node: %s is not bf16", r[i].what);
     if (b < 0) b = dm[0], h = dm[1];
     if (dm[0] != b || dm[1] != h) return fail(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "SDPA node: batch or heads of %s", r[i].what);
-    const char c = r[i].what[strlen(r[i].what) - 1];
-    int64_t &s = (c == 'k' || c == 'v' || c == 'K' || c == 'V') ? skv : sq;
+    int64_t &s = r[i].kv ? skv : sq;
     if (s < 0) s = dm[2];
     if (dm[2] != s) return fail(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "SDPA node: sequence length of %s", r[i].what);
     if (dqk < 0) dqk = dm[3];
