@@ -6,9 +6,9 @@
  * The tensors are views of the backend's own layouts, no copies: q, k and v are strided views of
  * qkv [B, N, 3, H, hd] as cuDNN's logical [B, H, N, hd]; out, dout [B, N, H, hd]; the row
  * statistics (natural-log log-sum-exp of the scaled scores) are the flash kernel's state
- * [B, H, N] fp32.  Because the states agree, each direction may fall back to the flash kernel on
- * its own: a shape for which cuDNN builds no plan (an older GPU or cuDNN, a size its engines
- * refuse) says why once and takes attention.cu.
+ * [B, H, N] fp32.  The GEMM form (attention_gemm.cu) writes and reads that state too, so each
+ * direction may fall back to it on its own: a shape for which cuDNN builds no plan (an older GPU or
+ * cuDNN, a size its engines refuse) says why once and runs as batched GEMMs.
  *
  * Plans are built on first use of a shape and cached (a training run sees two or three shapes).
  * Deterministic engines are preferred; if cuDNN offers only nondeterministic ones the run says so
@@ -38,7 +38,7 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_DO, U_DQ, U_DK, U_DV };
 
 struct sdpa_plan {
   int used, bwd, B, N, H, hd, stats;
-  int ok;                    /* 0: cuDNN cannot run this shape; take the flash kernel */
+  int ok;                    /* 0: cuDNN cannot run this shape; take the GEMM form */
   cudnnBackendDescriptor_t plan;
   int64_t workspace;
   /* every descriptor the plan was built from, destroyed with it */
@@ -271,7 +271,7 @@ static const char *sdpa_unusable(void) {
     snprintf(why, sizeof why, "cuDNN's fused attention needs compute capability 8.0 or later, this "
              "GPU has %d.%d", cu.prop.major, cu.prop.minor);
   if (*why) {
-    log_warn("cuDNN attention: %s; using the flash kernel", why);
+    log_warn("cuDNN attention: %s; using batched GEMMs", why);
     return why;
   }
   CHECK_CUDNN(cudnnCreate(&sdpa_handle));
@@ -302,7 +302,7 @@ static struct sdpa_plan *plan_for(int bwd, int B, int N, int H, int hd, int stat
   static int said[2]; /* the first refusal per direction is a warning, later ones detail */
   if (!p->ok)
     (said[bwd]++ ? log_detail : log_warn)("cuDNN attention %s for batch %d x %d tokens x %d heads "
-                                          "of %d: %s; using the flash kernel",
+                                          "of %d: %s; using batched GEMMs",
                                           bwd ? "backward" : "forward", B, N, H, hd, b.why);
   else
     log_detail("cuDNN attention %s for batch %d x %d tokens x %d heads of %d: plan built, "
@@ -331,8 +331,8 @@ static void plan_run(const struct sdpa_plan *p, void **ptr) {
   sdpa_runs[p->bwd]++;
 }
 
-/* cuDNN is told every tensor is 16-byte aligned (the arena's are); anything else takes the flash
- * kernel, said once. */
+/* cuDNN is told every tensor is 16-byte aligned (the arena's are); anything else is declined, said
+ * once (the caller's GEMM form needs the same alignment, so the flash kernel runs). */
 static int aligned16(void *const *p, int n) {
   static int said;
   for (int i = 0; i < n; i++)
@@ -372,6 +372,16 @@ int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *
 
 const char *k_attn_cudnn_why_not(void) { return sdpa_unusable(); }
 
+void k_attn_cudnn_forget(void) {
+  int any = 0;
+  for (int i = 0; i < SDPA_CACHE; i++) any |= sdpa_cache[i].used;
+  if (!any) return;
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream)); /* queued executions may still use them */
+  for (int i = 0; i < SDPA_CACHE; i++)
+    if (sdpa_cache[i].used) plan_release(&sdpa_cache[i]);
+  sdpa_next = 0;
+}
+
 void k_attn_cudnn_runs(long *fwd, long *bwd) {
   if (fwd) *fwd = sdpa_runs[0];
   if (bwd) *bwd = sdpa_runs[1];
@@ -388,6 +398,7 @@ void k_attn_cudnn_runs(long *fwd, long *bwd) {
   if (fwd) *fwd = 0;
   if (bwd) *bwd = 0;
 }
+void k_attn_cudnn_forget(void) {}
 const char *k_attn_cudnn_why_not(void) {
 #if defined(HAVE_CUDNN)
   return "this build's cuDNN has no fused attention operation (9.17 or later)";

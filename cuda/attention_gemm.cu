@@ -7,7 +7,12 @@
  * cublasGemmBatchedEx over all B x H heads, reading q, k, v in place in the qkv layout through
  * pointer arrays built on the GPU; fp32 accumulation (tensor cores in bf16, no TF32 in fp32).
  * The N x N matrices are small at DINO's sizes (N = 197: 60 MB of bf16 P per block at batch 64
- * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernel. */
+ * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernel.
+ *
+ * The same functions also run with the flash kernel's state instead of P (the row log-sum-exp
+ * [B, H, N]): the forward writes it, the backward recomputes S with one more product and
+ * P = exp(S - lse).  That is how cuDNN's attention falls back (attention_cudnn.cu shares that
+ * state) without leaving the tensor cores. */
 #include "build_config.h"
 
 #include <cublasLt.h> /* CHECK_CUBLAS reports through cublasLtGetStatusString */
@@ -81,10 +86,11 @@ static void batched(int ta, int tb, int m, int n, int k, float alpha, const void
  * sees the pointers through the device-side arrays).  The padding columns are never read. */
 static inline int attn_ld(int N) { return (N + 7) & ~7; }
 
-/* P = softmax of each row of S (one warp per row); probs (fp32, unpadded [rows][N]) too when not
- * NULL. */
+/* P = softmax of each row of S (one warp per row); probs (fp32, unpadded [rows][N]) and the row
+ * log-sum-exp lse [rows] too when not NULL. */
 template <typename T>
-__global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, int ld, size_t rows) {
+__global__ void softmax_rows_kernel(T *P, float *probs, float *lse, const float *S, int N, int ld,
+                                    size_t rows) {
   const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -94,7 +100,9 @@ __global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, i
   mx = warp_max(mx);
   float sum = 0.0f;
   for (int j = lane; j < N; j += 32) sum += expf(s[j] - mx);
-  const float inv = 1.0f / warp_sum(sum);
+  sum = warp_sum(sum);
+  if (lse && lane == 0) lse[row] = mx + logf(sum);
+  const float inv = 1.0f / sum;
   for (int j = lane; j < N; j += 32) {
     const float p = expf(s[j] - mx) * inv;
     stf(&P[row * ld + j], p);
@@ -102,7 +110,20 @@ __global__ void softmax_rows_kernel(T *P, float *probs, const float *S, int N, i
   }
 }
 
-/* dS = scale P (dP - rowsum(P dP)), one warp per row; dS may not alias P. */
+/* P = exp(S - lse) of each row (one warp per row): the softmax matrices again from the scores and
+ * the row statistics the forward saved. */
+template <typename T>
+__global__ void softmax_lse_rows_kernel(T *P, const float *S, const float *lse, int N, int ld,
+                                        size_t rows) {
+  const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float *s = S + row * ld, m = lse[row];
+  for (int j = lane; j < N; j += 32) stf(&P[row * ld + j], expf(s[j] - m));
+}
+
+/* dS = scale P (dP - rowsum(P dP)), one warp per row.  dS may be P: each element is read by the
+ * lane that then overwrites it, after the row's sum is complete. */
 template <typename T>
 __global__ void dsoftmax_rows_kernel(T *dS, const T *P, const float *dP, int N, int ld, float scale,
                                      size_t rows) {
@@ -122,8 +143,8 @@ template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H) {
 }
 
 template <typename T>
-void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
-                     float scale) {
+void k_attn_gemm_fwd(T *out, T *P, float *lse, float *probs, const T *qkv, int B, int N, int H,
+                     int hd, float scale) {
   const int BH = B * H;
   const int ld = attn_ld(N);
   const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * ld, rows = (size_t)BH * N;
@@ -144,21 +165,23 @@ void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int
   /* S^T (column-major) = K Q^T: S row-major [N][N] = scale q_i . k_j */
   batched(1, 0, N, N, hd, scale, k, dt, (int)(3 * D), q, dt, (int)(3 * D), (void **)s, CUDA_R_32F, ld,
           BH);
-  softmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(P, probs, S, N, ld, rows);
+  softmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(P, probs, lse, S, N, ld,
+                                                                            rows);
   CHECK_LAUNCH();
   /* O^T = V^T P^T */
   batched(0, 0, hd, N, N, 1.0f, v, dt, (int)(3 * D), p, dt, ld, (void **)o, dt, (int)D, BH);
 }
 
 template <typename T>
-void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, int N, int H, int hd,
-                     float scale) {
+void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, const float *lse, int B, int N,
+                     int H, int hd, float scale) {
   const int BH = B * H;
   const int ld = attn_ld(N);
   const size_t D = (size_t)H * hd, e = sizeof(T), NN = (size_t)N * ld, rows = (size_t)BH * N;
   const cudaDataType_t dt = cu_dtype<T>::value;
   float *dP = (float *)cu_scratch(SLOT_ATTN, (size_t)BH * NN * sizeof(float));
   T *dS = (T *)cu_scratch(SLOT_ATTN2, (size_t)BH * NN * sizeof(T));
+  if (lse) P = dS; /* recomputed into dS's buffer, which dsoftmax then overwrites in place */
   const size_t bq = (size_t)N * 3 * D * e, bo = (size_t)N * D * e;
   struct ptr_arrays a = {};
   ptr_arrays_add(&a, qkv, bq, hd * e);
@@ -176,11 +199,17 @@ void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, in
   const void **dp = pt + 5 * BH, **ds = pt + 6 * BH, **dq = pt + 7 * BH, **dk = pt + 8 * BH;
   const void **dv = pt + 9 * BH;
   const int l3 = (int)(3 * D), lo = (int)D;
+  const unsigned grid = (unsigned)((rows + 7) / 8);
+  if (lse) { /* S (in dP's buffer) as in the forward, then P = exp(S - lse) */
+    batched(1, 0, N, N, hd, scale, k, dt, l3, q, dt, l3, (void **)dp, CUDA_R_32F, ld, BH);
+    softmax_lse_rows_kernel<T><<<grid, 256, 0, cu.stream>>>(dS, dP, lse, N, ld, rows);
+    CHECK_LAUNCH();
+  }
   /* dV^T = dO^T P  (dV = P^T dO) */
   batched(0, 1, hd, N, N, 1.0f, dO, dt, lo, p, dt, ld, (void **)dv, dt, l3, BH);
   /* dP^T = V dO^T  (dP = dO V^T, row-major [N][N]) */
   batched(1, 0, N, N, hd, 1.0f, v, dt, l3, dO, dt, lo, (void **)dp, CUDA_R_32F, ld, BH);
-  dsoftmax_rows_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, cu.stream>>>(dS, P, dP, N, ld, scale, rows);
+  dsoftmax_rows_kernel<T><<<grid, 256, 0, cu.stream>>>(dS, P, dP, N, ld, scale, rows);
   CHECK_LAUNCH();
   /* dQ^T = K^T dS^T  (dQ = dS K) */
   batched(0, 0, hd, N, N, 1.0f, k, dt, l3, ds, dt, ld, (void **)dq, dt, l3, BH);
@@ -190,9 +219,11 @@ void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, in
 
 template size_t k_attn_gemm_state_bytes<float>(int, int, int);
 template size_t k_attn_gemm_state_bytes<bf16>(int, int, int);
-template void k_attn_gemm_fwd<float>(float *, float *, float *, const float *, int, int, int, int, float);
-template void k_attn_gemm_fwd<bf16>(bf16 *, bf16 *, float *, const bf16 *, int, int, int, int, float);
-template void k_attn_gemm_bwd<float>(float *, const float *, const float *, const float *, int, int, int,
+template void k_attn_gemm_fwd<float>(float *, float *, float *, float *, const float *, int, int, int,
                                      int, float);
-template void k_attn_gemm_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, int, int, int,
-                                    int, float);
+template void k_attn_gemm_fwd<bf16>(bf16 *, bf16 *, float *, float *, const bf16 *, int, int, int, int,
+                                    float);
+template void k_attn_gemm_bwd<float>(float *, const float *, const float *, const float *, const float *,
+                                     int, int, int, int, float);
+template void k_attn_gemm_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, int,
+                                    int, int, int, float);

@@ -471,7 +471,8 @@ static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, cons
 
 /* Attention implementation, chosen before any state buffer is planned (the states differ):
  * batched tensor-core GEMMs (attention_gemm.cu), the flash-style kernel (attention.cu) or cuDNN's
- * fused attention (attention_cudnn.cu, whose state is the flash kernel's). */
+ * fused attention (attention_cudnn.cu, whose state is the flash kernel's: what cuDNN declines runs
+ * the GEMM form on that state, still on tensor cores). */
 enum attn_impl { ATTN_GEMM, ATTN_FLASH, ATTN_CUDNN };
 static enum attn_impl attn_choice = ATTN_GEMM;
 static const char *const attn_names[] = {"gemm", "flash", "cudnn"};
@@ -507,21 +508,34 @@ int cudnn_bwd<bf16>(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *q
   return k_attn_cudnn_bwd(dqkv, dout, out, qkv, lse, B, N, H, hd, scale);
 }
 
+/* cuDNN's fallback: the GEMM form on the same state, unless a tensor is not 16-byte aligned (its
+ * batched products would fault, see attn_kind; the arena's tensors always are), then the flash
+ * kernel. */
+static int attn_aligned(const void *a, const void *b, const void *c) {
+  return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15);
+}
+
 template <typename T>
 static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                        int hd, float scale) {
   if (B <= 0 || N <= 0) return;
   const enum attn_impl kind = attn_kind<T>(hd);
   if (kind == ATTN_GEMM) {
-    PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, (T *)state, probs, (const T *)qkv, B, N, H, hd, scale));
+    PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, (T *)state, NULL, probs, (const T *)qkv, B, N, H, hd,
+                                    scale));
     return;
   }
   float *lse = (float *)state;
-  int done = 0;
-  /* the softmax matrices (attention maps, inference) come from the flash kernel */
-  if (kind == ATTN_CUDNN && !probs)
-    PROF(P_ATTN, done = cudnn_fwd<T>((T *)out, lse, (const T *)qkv, B, N, H, hd, scale));
-  if (done) return;
+  if (kind == ATTN_CUDNN) {
+    int done = 0;
+    /* the softmax matrices (attention maps, inference) come from the GEMM form */
+    if (!probs) PROF(P_ATTN, done = cudnn_fwd<T>((T *)out, lse, (const T *)qkv, B, N, H, hd, scale));
+    if (done) return;
+    if (attn_aligned(out, qkv, NULL)) {
+      PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, NULL, lse, probs, (const T *)qkv, B, N, H, hd, scale));
+      return;
+    }
+  }
   if (!lse && probs) lse = (float *)cu_scratch(SLOT_ATTN, k_attn_state_bytes(B, N, H));
   PROF(P_ATTN, k_attn_fwd<T>((T *)out, lse, probs, (const T *)qkv, B, N, H, hd, scale));
 }
@@ -531,15 +545,21 @@ static void o_attn_bwd(void *dqkv, const void *dout, const void *out, const void
   if (B <= 0 || N <= 0) return;
   const enum attn_impl kind = attn_kind<T>(hd);
   if (kind == ATTN_GEMM) {
-    PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)state, B,
-                                    N, H, hd, scale));
+    PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)state, NULL,
+                                    B, N, H, hd, scale));
     return;
   }
-  int done = 0;
-  if (kind == ATTN_CUDNN)
+  if (kind == ATTN_CUDNN) {
+    int done = 0;
     PROF(P_ATTN, done = cudnn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
                                      (const float *)state, B, N, H, hd, scale));
-  if (done) return;
+    if (done) return;
+    if (attn_aligned(dqkv, dout, qkv)) {
+      PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, NULL,
+                                      (const float *)state, B, N, H, hd, scale));
+      return;
+    }
+  }
   PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
                              (const float *)state, B, N, H, hd, scale));
 }
@@ -696,6 +716,8 @@ extern "C" void backend_cuda_set_attention(const char *impl) {
   for (int i = 0; i < 3; i++)
     if (!strcmp(impl, attn_names[i])) {
       attn_choice = (enum attn_impl)i;
+      /* cuDNN's plans and refusals start afresh (tests change what the stand-in offers) */
+      if (cu.ready) k_attn_cudnn_forget();
       return;
     }
   scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_ATTENTION = '%s': expected 'gemm', 'flash' or 'cudnn'", impl);

@@ -50,10 +50,10 @@ void *backend_cuda_stream(void);
 /* The attention implementation: 'gemm' (default: per-head batched tensor-core GEMMs through
  * cuBLAS, the softmax matrices kept for backward), 'flash' (own flash-attention style kernel:
  * online softmax on CUDA cores, only the row log-sum-exp kept) or 'cudnn' (cuDNN's fused
- * attention, bf16 only, with the flash kernel's state; the flash kernel stands in for shapes or
- * directions cuDNN declines, and the fp32 table keeps 'gemm').  The environment variable
+ * attention, bf16 only, with the flash kernel's state; batched GEMMs on that state stand in for
+ * shapes or directions cuDNN declines, and the fp32 table keeps 'gemm').  The environment variable
  * SCDINO_CUDA_ATTENTION sets it at initialisation; change it only before activations are planned
- * (they keep different state). */
+ * (they keep different state).  Setting it drops cuDNN's cached plans and refusals. */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
 /* Why cuDNN's fused attention cannot run on this build and GPU ("" when it can), and how many

@@ -155,7 +155,7 @@ void k_attn_bwd(T *dqkv, const T *dout, const T *out, const T *qkv, const float 
 
 /* attention_cudnn.cu: cuDNN's fused attention, bf16.  The state is the flash kernel's (lse [B,H,N]
  * fp32; NULL in inference).  Each returns 0, having said why once, when cuDNN cannot run the
- * shape; the caller then runs the flash kernel instead. */
+ * shape; the caller then runs the GEMM form on that state instead. */
 int k_attn_cudnn_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd,
                      float scale);
 int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv,
@@ -164,15 +164,19 @@ int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *
 const char *k_attn_cudnn_why_not(void);
 /* Forward and backward calls cuDNN has run. */
 void k_attn_cudnn_runs(long *fwd, long *bwd);
+/* Releases the cached plans and refusals (every shape is planned again on its next use). */
+void k_attn_cudnn_forget(void);
 
-/* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state. */
+/* attention_gemm.cu: batched tensor-core GEMMs with the softmax matrix P as the state, or, given
+ * lse, the flash kernel's state: the forward writes the row log-sum-exp (P may then be NULL, kept
+ * in scratch), the backward takes P = NULL and recomputes it from lse. */
 template <typename T> size_t k_attn_gemm_state_bytes(int B, int N, int H);
 template <typename T>
-void k_attn_gemm_fwd(T *out, T *P, float *probs, const T *qkv, int B, int N, int H, int hd,
-                     float scale);
+void k_attn_gemm_fwd(T *out, T *P, float *lse, float *probs, const T *qkv, int B, int N, int H,
+                     int hd, float scale);
 template <typename T>
-void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, int B, int N, int H, int hd,
-                     float scale);
+void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, const float *lse, int B, int N,
+                     int H, int hd, float scale);
 
 /* dino_loss.cu */
 template <typename T>

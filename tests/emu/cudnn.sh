@@ -2,9 +2,9 @@
 # tests/emu/cudnn.sh - scdino with device = 'cuda' and SCDINO_CUDA_ATTENTION=cudnn under the CPU
 # emulator (tests/emu/cudnn_emu.cc stands in for cuDNN): cuDNN's fused attention in training, a
 # restart bit-identical to an uninterrupted run (the deterministic engine is chosen before the
-# nondeterministic one heuristics rank first), and the fallbacks to the flash kernel when cuDNN
-# offers no engine for the backward node or for any node, each said once, the GEMM form in fp32,
-# and the warning when only a nondeterministic engine exists.
+# nondeterministic one heuristics rank first), and the fallbacks to the GEMM form on cuDNN's state
+# when cuDNN offers no engine for the backward node or for any node, each said once, the GEMM form
+# in fp32, and the warning when only a nondeterministic engine exists.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
 scratch emu_cudnn
@@ -28,11 +28,11 @@ expect_exit 0 "$exe" b.nml
 expect_grep 'restart: continuing from split/checkpoint.h5 at epoch 1, iteration 0'
 ckpt_same full/checkpoint.h5 split/checkpoint.h5
 
-# No engine for the backward node: the flash kernel's backward, said once (each further shape at
-# verbosity 2).
+# No engine for the backward node: the GEMM form's backward from cuDNN's row statistics, said once
+# (each further shape at verbosity 2).
 train_deck nobwd epochs=1 batch_size_per_rank=4 | cuda >nobwd.nml
 expect_exit 0 env SCDINO_EMU_CUDNN=nobwd "$exe" nobwd.nml
-expect_grep 'cuDNN attention backward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using the flash kernel$'
+expect_grep 'cuDNN attention backward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using batched GEMMs$'
 expect_nogrep 'cuDNN attention forward'
 nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 1 ] || fail "the fallback was said more than once"
@@ -40,7 +40,7 @@ nchecks=$((nchecks + 1))
 # No engine at all: the forward falls back too, said once for each direction.
 train_deck none epochs=1 batch_size_per_rank=4 | cuda >none.nml
 expect_exit 0 env SCDINO_EMU_CUDNN=none "$exe" none.nml
-expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using the flash kernel$'
+expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no engine of this cuDNN runs it; using batched GEMMs$'
 nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 2 ] || fail "the fallbacks were not said once per direction"
 

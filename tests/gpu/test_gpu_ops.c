@@ -5,8 +5,10 @@
  * same numbers; outputs that an op overwrites are poisoned with NaN on the GPU (an element left
  * unwritten fails the check), outputs that accumulate start from the same random values.
  * Attention runs in every implementation (batched GEMMs, the flash-style kernel, cuDNN's fused
- * attention in bf16); under the emulator cuDNN must have run every call it is eligible for, on a
- * GPU the counts are printed (it may decline a shape and hand it to the flash kernel).
+ * attention in bf16); under the emulator cuDNN must have run every call it is eligible for, and
+ * runs again declining every call, then every backward call (the GEMM form on cuDNN's state takes
+ * them); on a GPU the counts are printed.  Where the state is the row log-sum-exp it is checked
+ * against its definition in double.
  * Tolerances (relative L2 error): fp32 2e-5 (fp32 GEMMs without TF32, sums in another order);
  * bf16 1.5e-2 (bf16 storage of outputs and weights: 2^-9 relative per element).  The optimizer,
  * EMA and centre kernels are specified to the rounding and must match the CPU bit for bit. */
@@ -270,6 +272,36 @@ static void check_weightnorm(int K, int D, int with_dg) {
 
 /* ---- attention ---------------------------------------------------------------------------------- */
 
+/* Whether this call keeps the row log-sum-exp as its state (the flash kernel's and cuDNN's), not
+ * the softmax matrices: backend_cuda.cu's attn_kind. */
+static int attention_keeps_lse(int hd) {
+  const char *impl = backend_cuda_attention();
+  if (!gpu_is_bf16(g)) return !strcmp(impl, "flash");
+  return strcmp(impl, "gemm") || hd % 8;
+}
+
+/* lse[b, h, i] = log sum_j exp(scale q_i . k_j), in double from the rounded inputs. */
+static void attention_lse(float *lse, const float *qkv, int B, int N, int H, int hd, float scale) {
+  const size_t D = (size_t)H * hd;
+  double *s = malloc((size_t)N * sizeof *s);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < N; i++) {
+        const float *q = qkv + ((size_t)b * N + i) * 3 * D + (size_t)h * hd;
+        double mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < N; j++) {
+          const float *k = qkv + ((size_t)b * N + j) * 3 * D + D + (size_t)h * hd;
+          double d = 0.0;
+          for (int c = 0; c < hd; c++) d += (double)q[c] * k[c];
+          s[j] = d * scale;
+          if (s[j] > mx) mx = s[j];
+        }
+        for (int j = 0; j < N; j++) sum += exp(s[j] - mx);
+        lse[((size_t)b * H + h) * N + i] = (float)(mx + log(sum));
+      }
+  free(s);
+}
+
 static void check_attention(int B, int N, int H, int hd) {
   char nm[128];
   const size_t D = (size_t)H * hd, nqkv = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
@@ -299,6 +331,14 @@ static void check_attention(int B, int N, int H, int hd) {
   g->attn_fwd(dout, state, NULL, dqkv_in, B, N, H, hd, scale);
   gpu_act_down(g, out, dout, no);
   gpu_cmp(NAME(nm, "%s attn_fwd with state", tag), out, outr, no, TOL);
+  if (attention_keeps_lse(hd)) {
+    const size_t nl = (size_t)B * H * N;
+    float *lse = malloc(nl * sizeof *lse), *lser = malloc(nl * sizeof *lser);
+    gpu_f32_down(g, lse, state, nl);
+    attention_lse(lser, qkv, B, N, H, hd, scale);
+    gpu_cmp(NAME(nm, "%s attn_fwd state (row log-sum-exp)", tag), lse, lser, nl, 1e-5);
+    free(lse), free(lser);
+  }
 
   float *gout = gpu_randn(&R, no, 1.0f);
   void *dgout = gpu_act_up(g, gout, no);
@@ -501,6 +541,18 @@ static void check_conversions(size_t n) {
   free(x), free(xr), free(y);
 }
 
+static void check_attention_cases(void) {
+  check_attention(2, 17, 3, 16); /* the reference model: hd 16 */
+  check_attention(2, 5, 3, 16);
+  check_attention(3, 197, 2, 64); /* ViT-S/16 global crops */
+  check_attention(4, 37, 6, 64);  /* local crops */
+  check_attention(1, 1, 1, 64);
+  check_attention(2, 50, 2, 48); /* hd padded to 64 in the flash kernel */
+  check_attention(1, 70, 1, 128);
+  check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
+  check_attention(2, 17, 2, 20);
+}
+
 static void run_all(const char *precision) {
   g = gpu_or_skip(precision);
   snprintf(tag, sizeof tag, "%s", precision);
@@ -531,26 +583,37 @@ static void run_all(const char *precision) {
     if (impl == 2 && !gpu_is_bf16(g)) continue; /* fp32 keeps the GEMM form */
     backend_cuda_set_attention(impls[impl]);
     snprintf(tag, sizeof tag, "%s %s", precision, backend_cuda_attention());
-    check_attention(2, 17, 3, 16); /* the reference model: hd 16 */
-    check_attention(2, 5, 3, 16);
-    check_attention(3, 197, 2, 64); /* ViT-S/16 global crops */
-    check_attention(4, 37, 6, 64);  /* local crops */
-    check_attention(1, 1, 1, 64);
-    check_attention(2, 50, 2, 48);  /* hd padded to 64 in the flash kernel */
-    check_attention(1, 70, 1, 128);
-    check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
-    check_attention(2, 17, 2, 20);
+    check_attention_cases();
   }
   backend_cuda_cudnn_attention_runs(&f1, &b1);
+  struct backend_cuda_info info;
+  backend_cuda_info(&info);
+  const int emulated = strstr(info.name, "emulator") != NULL;
   if (gpu_is_bf16(g)) { /* 7 cases with hd % 8 == 0: two forward calls without probabilities each */
-    struct backend_cuda_info info;
-    backend_cuda_info(&info);
     const char *why = backend_cuda_cudnn_attention_why_not();
     printf("cuDNN attention: %ld of 14 forward and %ld of 7 backward calls ran in cuDNN%s%s\n",
            f1 - f0, b1 - b0, *why ? "; " : "", why);
-    if (strstr(info.name, "emulator"))
+    if (emulated)
       T_CHECK(f1 - f0 == 14 && b1 - b0 == 7, "emulated cuDNN ran %ld forward, %ld backward calls",
               f1 - f0, b1 - b0);
+  }
+  if (gpu_is_bf16(g) && emulated) {
+    /* The stand-in declines every call, then every backward call: the GEMM form on cuDNN's state
+     * (its lse, or the one it wrote itself) must give the same results. */
+    static const char *const modes[] = {"none", "nobwd"};
+    static const long want_fwd[] = {0, 14};
+    for (int m = 0; m < 2; m++) {
+      setenv("SCDINO_EMU_CUDNN", modes[m], 1);
+      backend_cuda_set_attention("cudnn"); /* plans and refusals made afresh */
+      snprintf(tag, sizeof tag, "%s cudnn/%s", precision, modes[m]);
+      backend_cuda_cudnn_attention_runs(&f0, &b0);
+      check_attention_cases();
+      backend_cuda_cudnn_attention_runs(&f1, &b1);
+      T_CHECK(f1 - f0 == want_fwd[m] && b1 - b0 == 0,
+              "SCDINO_EMU_CUDNN=%s: emulated cuDNN ran %ld forward, %ld backward calls", modes[m],
+              f1 - f0, b1 - b0);
+    }
+    unsetenv("SCDINO_EMU_CUDNN");
   }
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
