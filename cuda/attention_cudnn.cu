@@ -270,12 +270,16 @@ static const char *sdpa_unusable(void) {
   else if (cu.prop.major < 8)
     snprintf(why, sizeof why, "cuDNN's fused attention needs compute capability 8.0 or later, this "
              "GPU has %d.%d", cu.prop.major, cu.prop.minor);
-  if (*why) {
-    log_warn("cuDNN attention: %s; using batched GEMMs", why);
-    return why;
+  if (!*why) {
+    /* A cuDNN whose sub-libraries are missing or of another version fails here: a reason to run
+     * without it, not to stop the job. */
+    cudnnStatus_t st = cudnnCreate(&sdpa_handle);
+    if (st != CUDNN_STATUS_SUCCESS)
+      snprintf(why, sizeof why, "cudnnCreate failed (%s)", cudnnGetErrorString(st));
+    else if ((st = cudnnSetStream(sdpa_handle, cu.stream)) != CUDNN_STATUS_SUCCESS)
+      snprintf(why, sizeof why, "cudnnSetStream failed (%s)", cudnnGetErrorString(st));
   }
-  CHECK_CUDNN(cudnnCreate(&sdpa_handle));
-  CHECK_CUDNN(cudnnSetStream(sdpa_handle, cu.stream));
+  if (*why) log_warn("cuDNN attention: %s; using batched GEMMs", why);
   return why;
 }
 

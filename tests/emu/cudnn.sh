@@ -44,6 +44,14 @@ expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no 
 nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 2 ] || fail "the fallbacks were not said once per direction"
 
+# cudnnCreate fails (a cuDNN with missing sub-libraries): said once, the GEMM form trains.
+train_deck nohandle epochs=1 batch_size_per_rank=4 | cuda >nohandle.nml
+expect_exit 0 env SCDINO_EMU_CUDNN=nohandle "$exe" nohandle.nml
+expect_grep 'cuDNN attention: cudnnCreate failed \(CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED\); using batched GEMMs$'
+expect_grep 'Epoch \[0/1\] it 10/10'
+nchecks=$((nchecks + 1))
+[ "$(printf '%s\n' "$out" | grep -c 'cuDNN attention')" = 1 ] || fail "cudnnCreate's failure was not said once"
+
 # fp32: cuDNN's fused attention is bf16 only; the log says the GEMM form runs.
 train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" | cuda >fp32.nml
 expect_exit 0 "$exe" fp32.nml

@@ -12,7 +12,8 @@
  *
  * Engines: heuristics offer two, a nondeterministic one first, so the caller's preference for
  * determinism is exercised.  SCDINO_EMU_CUDNN=nondet offers only the nondeterministic one,
- * =nobwd no engine for the backward node, =none no engine at all (the caller's fallbacks).
+ * =nobwd no engine for the backward node, =none no engine at all, =nohandle fails cudnnCreate as
+ * a cuDNN with missing sub-libraries does (the caller's fallbacks).
  *
  * Numerics: the definition, in double: S = scale q k^T, P = softmax(S), o = P v, stats = the
  * natural-log log-sum-exp of S's rows; backward recomputes P from the given statistics and takes
@@ -336,7 +337,8 @@ std::vector<bool> engines_for(const Desc *g) {
   if (mode == "none") return {};
   if (mode == "nobwd" && node(g)->type == CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR) return {};
   if (mode == "nondet") return {true};
-  if (!mode.empty() && mode != "nobwd") unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd or nondet)", e);
+  if (!mode.empty() && mode != "nobwd")
+    unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd, nondet or nohandle)", e);
   return {true, false};
 }
 
@@ -452,6 +454,7 @@ const char *cudnnGetErrorString(cudnnStatus_t st) {
   case CUDNN_STATUS_NOT_SUPPORTED_SHAPE: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
   case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
   case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
+  case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED: return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
   default: return "CUDNN_STATUS (other)";
   }
 }
@@ -463,6 +466,8 @@ void cudnnGetLastErrorString(char *message, size_t max_size) {
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
+  const char *e = getenv("SCDINO_EMU_CUDNN");
+  if (e && !strcmp(e, "nohandle")) return CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED;
   *h = new cudnnContext{MAGIC_HANDLE, 0};
   return CUDNN_STATUS_SUCCESS;
 }

@@ -56,8 +56,11 @@ nvlibs=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/n
 [ -d "$rt/usr" ] && export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # cuDNN for scdino: the newest libcudnn.so.9 of the toolkit's and torch's wheel goes first
-# (SCDINO_CUDA_ATTENTION=cudnn needs 9.17 or later; an older one hands attention to the flash
-# kernel), as scdino --version reports it.  PyTorch runs without this path (its own libraries).
+# (SCDINO_CUDA_ATTENTION=cudnn needs 9.17 or later; with an older one attention runs as batched
+# GEMMs), as scdino --version reports it.  PyTorch runs without this path (its own libraries).
+# A newer cuDNN cannot travel in the pack: cuDNN loads every engine sub-library when it finalizes
+# its first tensor descriptor, and the precompiled engines alone are 245 MB (174 MB as xz) of the
+# 64 MiB the device tool carries.
 base_ld="$rt/usr/lib/x86_64-linux-gnu:$rt/usr/lib/x86_64-linux-gnu/openmpi/lib:$nvlibs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cudnn_dir="" cudnn_ver=""
 for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib; do
