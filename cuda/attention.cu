@@ -11,7 +11,11 @@
  * D_i = sum_j P_ij dP_ij = dO_i . O_i from the forward output, and dQ; a second one per key tile
  * walks all queries for dK and dV.  P is recomputed from the scores and the saved lse (7 hd-long
  * products per score pair in backward against 2 in forward; see the README of the benchmarks for
- * timings). */
+ * timings).
+ *
+ * In bf16, head dimensions that are a multiple of 16 on compute capability 8.0 or later run the
+ * same algorithm on tensor cores instead (attention_tc.cu); these kernels take the rest (fp32, and
+ * other head dimensions). */
 #include "build_config.h"
 
 #include <math.h>
@@ -352,15 +356,35 @@ static dim3 attn_grid(int B, int N, int H) {
   return dim3((unsigned)bh, (unsigned)tiles);
 }
 
+/* bf16 shapes the tensor-core kernels cover go there (attention_tc.cu); 0 for the rest. */
+static int tc_fwd(float *, float *, const float *, int, int, int, int, float) { return 0; }
+static int tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
+  if (!k_attn_tc_covers(hd)) return 0;
+  k_attn_tc_fwd(out, lse, qkv, B, N, H, hd, scale);
+  return 1;
+}
+static int tc_bwd(float *, const float *, const float *, const float *, const float *, float *, int,
+                  int, int, int, float) {
+  return 0;
+}
+static int tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                  float *Dg, int B, int N, int H, int hd, float scale) {
+  if (!k_attn_tc_covers(hd)) return 0;
+  k_attn_tc_bwd(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale);
+  return 1;
+}
+
 template <typename T, int HDP>
 static void fwd_hd(T *out, float *lse, float *probs, const T *qkv, int B, int N, int H, int hd,
                    float scale) {
   static int big_f, big_p;
   const dim3 grid = attn_grid(B, N, H);
-  allow_smem(attn_fwd_kernel<T, HDP>, smem_fwd<HDP>(), &big_f);
-  attn_fwd_kernel<T, HDP><<<grid, ATHREADS, smem_fwd<HDP>(), cu.stream>>>(out, lse, qkv, N, H, hd,
-                                                                          scale);
-  CHECK_LAUNCH();
+  if (!tc_fwd(out, lse, qkv, B, N, H, hd, scale)) {
+    allow_smem(attn_fwd_kernel<T, HDP>, smem_fwd<HDP>(), &big_f);
+    attn_fwd_kernel<T, HDP><<<grid, ATHREADS, smem_fwd<HDP>(), cu.stream>>>(out, lse, qkv, N, H, hd,
+                                                                            scale);
+    CHECK_LAUNCH();
+  }
   if (probs) {
     allow_smem(attn_probs_kernel<T, HDP>, smem_fwd<HDP>(), &big_p);
     attn_probs_kernel<T, HDP><<<grid, ATHREADS, smem_fwd<HDP>(), cu.stream>>>(probs, lse, qkv, N,
@@ -375,6 +399,7 @@ static void bwd_hd(T *dqkv, const T *dout, const T *out, const T *qkv, const flo
   static int big_q, big_k;
   const dim3 grid = attn_grid(B, N, H);
   float *Dg = (float *)cu_scratch(SLOT_ATTN2, k_attn_state_bytes(B, N, H));
+  if (tc_bwd(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale)) return;
   allow_smem(attn_bwd_dq_kernel<T, HDP>, smem_bwd<HDP>(), &big_q);
   allow_smem(attn_bwd_dkv_kernel<T, HDP>, smem_bwd<HDP>(), &big_k);
   attn_bwd_dq_kernel<T, HDP><<<grid, ATHREADS, smem_bwd<HDP>(), cu.stream>>>(dqkv, Dg, dout, out,

@@ -48,8 +48,9 @@ void backend_cuda_reset_peak(void);
 void *backend_cuda_stream(void);
 
 /* The attention implementation: 'gemm' (default: per-head batched tensor-core GEMMs through
- * cuBLAS, the softmax matrices kept for backward), 'flash' (own flash-attention style kernel:
- * online softmax on CUDA cores, only the row log-sum-exp kept) or 'cudnn' (cuDNN's fused
+ * cuBLAS, the softmax matrices kept for backward), 'flash' (own flash-attention style kernels,
+ * only the row log-sum-exp kept: on tensor cores in bf16 for head dimensions that are multiples of
+ * 16, else on CUDA cores) or 'cudnn' (cuDNN's fused
  * attention, bf16 only, with the flash kernel's state; batched GEMMs on that state stand in for
  * shapes or directions cuDNN declines, and the fp32 table keeps 'gemm').  The environment variable
  * SCDINO_CUDA_ATTENTION sets it at initialisation; change it only before activations are planned

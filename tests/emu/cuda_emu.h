@@ -10,6 +10,7 @@
 #ifndef SCDINO_CUDA_EMU_H
 #define SCDINO_CUDA_EMU_H
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stddef.h>
@@ -110,6 +111,99 @@ template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsig
   const unsigned lane = emu_tid() & 31u, w = (unsigned)width, in = lane & (w - 1);
   return emu_shfl(v, in + delta < w ? lane + delta : lane);
 }
+
+/* ---- warp matrix operations (nvcuda::wmma, 16 x 16 x 16 only) ----------------------------------- */
+
+/* Fragments are opaque in CUDA (which lane holds which element is unspecified); here lane l holds
+ * elements 8l .. 8l+7 of the 16 x 16 tile in row-major order, so a kernel that assumes any
+ * particular mapping is not helped.  Loads and stores check what the CUDA documentation requires
+ * (a 256-bit aligned pointer, ldm a multiple of 16 bytes); mma_sync is a warp exchange through a
+ * per-warp buffer, products summed in fp32 in k order. */
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "the emulator implements 16 x 16 x 16 fragments only");
+  enum { num_elements = 8 };
+  T x[8];
+};
+
+void emu_wmma_check(const void *p, unsigned ldm, size_t esize, const char *what);
+float *emu_wmma_buffer(void); /* 3 x 256 floats for the calling thread's warp */
+
+template <typename T> static inline float emu_wmma_f(T v) { return (float)v; }
+static inline float emu_wmma_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> static inline T emu_wmma_t(float v) { return (T)v; }
+template <> inline __nv_bfloat16 emu_wmma_t<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* element e of the calling lane's share: row e / 16, column e % 16 of the tile */
+static inline unsigned emu_wmma_elem(int i) { return (emu_tid() & 31u) * 8u + (unsigned)i; }
+
+template <typename Use, typename T, typename L>
+static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
+  static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load takes a layout");
+  emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync");
+  const bool col = std::is_same<L, col_major>::value;
+  for (int i = 0; i < 8; i++) {
+    const unsigned e = emu_wmma_elem(i), r = e / 16, c = e % 16;
+    f.x[i] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+  }
+}
+template <typename T>
+static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const T *p, unsigned ldm,
+                                    layout_t layout) {
+  emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync");
+  for (int i = 0; i < 8; i++) {
+    const unsigned e = emu_wmma_elem(i), r = e / 16, c = e % 16;
+    f.x[i] = layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+  }
+}
+template <typename T>
+static inline void store_matrix_sync(T *p, const fragment<accumulator, 16, 16, 16, T> &f, unsigned ldm,
+                                     layout_t layout) {
+  emu_wmma_check(p, ldm, sizeof(T), "store_matrix_sync");
+  for (int i = 0; i < 8; i++) {
+    const unsigned e = emu_wmma_elem(i), r = e / 16, c = e % 16;
+    (layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[i];
+  }
+}
+template <typename Use, typename T, typename L, typename V>
+static inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, V v) {
+  for (int i = 0; i < 8; i++) f.x[i] = emu_wmma_t<T>((float)v);
+}
+/* d = a b + c; every lane posts its shares, the warp meets, each computes its share of d, and the
+ * warp meets again before the buffer may be written. */
+template <typename TA, typename LA, typename TB, typename LB, typename TC>
+static inline void mma_sync(fragment<accumulator, 16, 16, 16, TC> &d,
+                            const fragment<matrix_a, 16, 16, 16, TA, LA> &a,
+                            const fragment<matrix_b, 16, 16, 16, TB, LB> &b,
+                            const fragment<accumulator, 16, 16, 16, TC> &c) {
+  float *buf = emu_wmma_buffer(), *A = buf, *Bm = buf + 256, *C = buf + 512;
+  for (int i = 0; i < 8; i++) {
+    const unsigned e = emu_wmma_elem(i);
+    A[e] = emu_wmma_f(a.x[i]);
+    Bm[e] = emu_wmma_f(b.x[i]);
+    C[e] = emu_wmma_f(c.x[i]);
+  }
+  emu_syncwarp();
+  float r[8];
+  for (int i = 0; i < 8; i++) {
+    const unsigned e = emu_wmma_elem(i), row = e / 16, col = e % 16;
+    float acc = 0.0f;
+    for (int k = 0; k < 16; k++) acc += A[row * 16 + k] * Bm[k * 16 + col];
+    r[i] = acc + C[e];
+  }
+  emu_syncwarp();
+  for (int i = 0; i < 8; i++) d.x[i] = emu_wmma_t<TC>(r[i]);
+}
+} // namespace wmma
+} // namespace nvcuda
 
 /* ---- atomics (fibers switch only at barriers: a read-modify-write is atomic) ------------------ */
 

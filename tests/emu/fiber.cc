@@ -192,7 +192,20 @@ void run_block(void) {
 unsigned emu_tid(void) { return L.cur; }
 void emu_syncthreads(void) { wait_here(WAIT_BLOCK); }
 void emu_syncwarp(void) { wait_here(WAIT_WARP); }
-void *emu_dynamic_smem(void) { return L.smem.data(); }
+/* 128-byte aligned, as the GPU's (the wmma loads need 32) */
+void *emu_dynamic_smem(void) { return (void *)(((uintptr_t)L.smem.data() + 127) & ~(uintptr_t)127); }
+
+float *nvcuda::wmma::emu_wmma_buffer(void) {
+  static float buf[32][3 * 256]; /* one per warp of the running block */
+  return buf[(L.cur / 32) % 32];
+}
+
+void nvcuda::wmma::emu_wmma_check(const void *p, unsigned ldm, size_t esize, const char *what) {
+  if ((uintptr_t)p % 32)
+    emu_die("kernel %s: wmma::%s at %p: the pointer must be 256-bit aligned", L.name, what, p);
+  if ((ldm * esize) % 16)
+    emu_die("kernel %s: wmma::%s with ldm %u: a multiple of 16 bytes is required", L.name, what, ldm);
+}
 uint64_t *emu_shfl_slots(void) { return L.slots.data(); }
 
 void emu_run(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg) {
@@ -217,7 +230,7 @@ void emu_run(const emu_config &c, const char *name, const void *kernel, void (*b
   }
   L.slots.assign(nthreads, 0);
   /* Filled with a pattern, so reading shared memory no thread wrote shows up in the results. */
-  L.smem.assign(c.smem + 16, 0xff);
+  L.smem.assign(c.smem + 16 + 128, 0xff);
   L.nthreads = (unsigned)nthreads;
   L.body = body;
   L.arg = arg;

@@ -1,9 +1,12 @@
 /* test_emu.cu - the CPU emulator's own checks (tests/emu/): block barriers and static shared
- * memory, dynamic shared memory, warp shuffles, grid and thread coordinates, atomics, launch
- * configuration errors, and the report of a barrier that not every thread reaches (argument
- * "divergent": the program must end with status 99 and a message).  Written as CUDA, compiled
- * through tests/emu/rewrite.py like the backend. */
+ * memory, dynamic shared memory, warp shuffles, warp matrix products (wmma), grid and thread
+ * coordinates, atomics, launch configuration errors, and the reports of a barrier that not every
+ * thread reaches and of a misaligned wmma load (arguments "divergent" and "misaligned": the
+ * program must end with status 99 and a message).  Written as CUDA, compiled through
+ * tests/emu/rewrite.py like the backend. */
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +61,30 @@ __global__ void coords(int *out, int W) {
 
 __global__ void count(unsigned long long *c) { atomicAdd(c, 1ull); }
 
+/* Warp w: D = A B + C for 16 x 16 tiles (A row-major, B column-major in warp 0 and row-major in
+ * warp 1, C and D row-major fp32), through a fragment round trip via shared memory for C. */
+__global__ void wmma_tile(float *D, const __nv_bfloat16 *A, const __nv_bfloat16 *B, const float *C, int shift) {
+  using namespace nvcuda;
+  extern __shared__ __align__(128) float stage[];
+  const int w = threadIdx.x / 32;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+  wmma::load_matrix_sync(a, A + shift, 16);
+  wmma::load_matrix_sync(c, C, 16, wmma::mem_row_major);
+  if (w == 0) {
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+    wmma::load_matrix_sync(b, B, 16);
+    wmma::mma_sync(c, a, b, c);
+  } else {
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+    wmma::load_matrix_sync(b, B, 16);
+    wmma::mma_sync(c, a, b, c);
+  }
+  wmma::store_matrix_sync(stage + w * 16 * 20, c, 20, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = threadIdx.x % 32; e < 256; e += 32) D[w * 256 + e] = stage[w * 16 * 20 + (e / 16) * 20 + e % 16];
+}
+
 /* Threads 0-31 stop at a barrier the others never reach. */
 __global__ void divergent(int *x) {
   if (threadIdx.x < 32) __syncthreads();
@@ -70,6 +97,15 @@ int main(int argc, char **argv) {
     cudaMalloc((void **)&d, 64 * sizeof(int));
     divergent<<<1, 64>>>(d);
     return 0; /* not reached: the emulator ends the program */
+  }
+  if (argc > 1 && !strcmp(argv[1], "misaligned")) {
+    __nv_bfloat16 *a;
+    float *d, *c;
+    cudaMalloc((void **)&a, 512 * sizeof *a);
+    cudaMalloc((void **)&c, 256 * sizeof *c);
+    cudaMalloc((void **)&d, 512 * sizeof *d);
+    wmma_tile<<<1, 32, 2 * 16 * 20 * sizeof(float)>>>(d, a, a, c, 8); /* A 16 bytes off */
+    return 0; /* not reached */
   }
   const int nb = 3;
   int *x, *out;
@@ -122,6 +158,41 @@ int main(int argc, char **argv) {
   count<<<7, 96>>>(cnt);
   cudaMemcpy(&hcnt, cnt, sizeof hcnt, cudaMemcpyDeviceToHost);
   CHECK(hcnt == 7 * 96, "atomicAdd count %llu", hcnt);
+
+  { /* wmma: bf16 inputs with exact products, so the fp32 result equals the double reference */
+    __nv_bfloat16 ha[256], hb[256], *da, *db;
+    float hcc[256], hd[512], *dc, *dd;
+    double want0[256], want1[256];
+    for (int i = 0; i < 256; i++) {
+      ha[i] = __float2bfloat16_rn((float)((i * 7) % 13 - 6) / 8.0f);
+      hb[i] = __float2bfloat16_rn((float)((i * 5) % 11 - 5) / 4.0f);
+      hcc[i] = (float)(i % 9) - 4.0f;
+    }
+    for (int r = 0; r < 16; r++)
+      for (int cc = 0; cc < 16; cc++) {
+        double s0 = hcc[r * 16 + cc], s1 = hcc[r * 16 + cc];
+        for (int k = 0; k < 16; k++) {
+          const double av = __bfloat162float(ha[r * 16 + k]);
+          s0 += av * __bfloat162float(hb[cc * 16 + k]); /* column-major B */
+          s1 += av * __bfloat162float(hb[k * 16 + cc]); /* row-major B */
+        }
+        want0[r * 16 + cc] = s0;
+        want1[r * 16 + cc] = s1;
+      }
+    cudaMalloc((void **)&da, sizeof ha);
+    cudaMalloc((void **)&db, sizeof hb);
+    cudaMalloc((void **)&dc, sizeof hcc);
+    cudaMalloc((void **)&dd, sizeof hd);
+    cudaMemcpy(da, ha, sizeof ha, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, hb, sizeof hb, cudaMemcpyHostToDevice);
+    cudaMemcpy(dc, hcc, sizeof hcc, cudaMemcpyHostToDevice);
+    wmma_tile<<<1, 64, 2 * 16 * 20 * sizeof(float)>>>(dd, da, db, dc, 0);
+    CHECK(cudaGetLastError() == cudaSuccess, "wmma_tile launch");
+    cudaMemcpy(hd, dd, sizeof hd, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < 256; i++) bad += hd[i] != (float)want0[i] || hd[256 + i] != (float)want1[i];
+    CHECK(bad == 0, "wmma products: %d of 512 differ (first: %g, expected %g)", bad, hd[0], want0[0]);
+  }
 
   /* Configuration errors are launch errors, and the kernel does not run. */
   count<<<1, 2048>>>(cnt);

@@ -4,7 +4,8 @@
  * Inputs are drawn on the host and rounded to the activation type first, so both backends see the
  * same numbers; outputs that an op overwrites are poisoned with NaN on the GPU (an element left
  * unwritten fails the check), outputs that accumulate start from the same random values.
- * Attention runs in every implementation (batched GEMMs, the flash-style kernel, cuDNN's fused
+ * Attention runs in every implementation (batched GEMMs, the flash-style kernels, on tensor cores
+ * in bf16 for head dimensions 16, 48, 64 and 128 and on CUDA cores otherwise, cuDNN's fused
  * attention in bf16); under the emulator cuDNN must have run every call it is eligible for, and
  * runs again declining every call, then every backward call (the GEMM form on cuDNN's state takes
  * them); on a GPU the counts are printed.  Where the state is the row log-sum-exp it is checked
@@ -547,7 +548,7 @@ static void check_attention_cases(void) {
   check_attention(3, 197, 2, 64); /* ViT-S/16 global crops */
   check_attention(4, 37, 6, 64);  /* local crops */
   check_attention(1, 1, 1, 64);
-  check_attention(2, 50, 2, 48); /* hd padded to 64 in the flash kernel */
+  check_attention(2, 50, 2, 48); /* hd padded to 64 in the flash kernels */
   check_attention(1, 70, 1, 128);
   check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
   check_attention(2, 17, 2, 20);
