@@ -359,7 +359,7 @@ static dim3 attn_grid(int B, int N, int H) {
 /* bf16 shapes the tensor-core kernels cover go there (attention_tc.cu); 0 for the rest. */
 static int tc_fwd(float *, float *, const float *, int, int, int, int, float) { return 0; }
 static int tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
-  if (!k_attn_tc_covers(hd)) return 0;
+  if (!k_attn_tc_covers(hd, qkv, NULL)) return 0;
   k_attn_tc_fwd(out, lse, qkv, B, N, H, hd, scale);
   return 1;
 }
@@ -369,7 +369,7 @@ static int tc_bwd(float *, const float *, const float *, const float *, const fl
 }
 static int tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                   float *Dg, int B, int N, int H, int hd, float scale) {
-  if (!k_attn_tc_covers(hd)) return 0;
+  if (!k_attn_tc_covers(hd, qkv, dout)) return 0;
   k_attn_tc_bwd(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale);
   return 1;
 }

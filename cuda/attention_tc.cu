@@ -52,13 +52,16 @@ template <int HDP> struct tc_dims {
 };
 
 /* Rows r0 .. r0+63 of one head (src at row 0, rows ld elements apart) into s[64][HDP+8]; rows >= N
- * and columns >= hd are zero. */
+ * and columns >= hd are zero.  16 bytes at a time: hd and ld are multiples of 8 and the caller
+ * checked that the tensor is 16-byte aligned. */
 template <int HDP>
 __device__ __forceinline__ void tc_load(bf16 *s, const bf16 *src, size_t ld, int r0, int N, int hd) {
-  const bf16 zero = __float2bfloat16_rn(0.0f);
-  for (int e = threadIdx.x; e < TC_ROWS * HDP; e += TC_THREADS) {
-    const int r = e / HDP, d = e % HDP, n = r0 + r;
-    s[r * tc_dims<HDP>::LD + d] = (n < N && d < hd) ? src[(size_t)n * ld + d] : zero;
+  const int CH = HDP / 8; /* 16-byte chunks of a row */
+  for (int e = threadIdx.x; e < TC_ROWS * CH; e += TC_THREADS) {
+    const int r = e / CH, c = e % CH, n = r0 + r;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (n < N && c * 8 < hd) v = *(const uint4 *)(src + (size_t)n * ld + c * 8);
+    *(uint4 *)(s + r * tc_dims<HDP>::LD + c * 8) = v;
   }
 }
 
@@ -349,7 +352,10 @@ static dim3 tc_grid(int B, int N, int H) {
   return dim3((unsigned)bh, (unsigned)tiles);
 }
 
-int k_attn_tc_covers(int hd) { return cu.prop.major >= 8 && hd % 16 == 0 && hd >= 16 && hd <= 128; }
+int k_attn_tc_covers(int hd, const void *qkv, const void *dout) {
+  return cu.prop.major >= 8 && hd % 16 == 0 && hd >= 16 && hd <= 128 &&
+         !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
+}
 
 template <int HDP>
 static void tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {

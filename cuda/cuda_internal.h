@@ -153,10 +153,11 @@ template <typename T>
 void k_attn_bwd(T *dqkv, const T *dout, const T *out, const T *qkv, const float *lse, int B, int N,
                 int H, int hd, float scale);
 
-/* attention_tc.cu: the flash-style kernels on tensor cores, bf16, for the shapes k_attn_tc_covers
- * (compute capability 8.0 or later, hd a multiple of 16 up to 128); same state as attention.cu.
- * Dg: [B, H, N] fp32 scratch for D = rowsum(dO * O). */
-int k_attn_tc_covers(int hd);
+/* attention_tc.cu: the flash-style kernels on tensor cores, bf16, for what k_attn_tc_covers
+ * (compute capability 8.0 or later, hd a multiple of 16 up to 128, qkv and dout (NULL in the
+ * forward) 16-byte aligned); same state as attention.cu.  Dg: [B, H, N] fp32 scratch for
+ * D = rowsum(dO * O). */
+int k_attn_tc_covers(int hd, const void *qkv, const void *dout);
 void k_attn_tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
 void k_attn_tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                    float *Dg, int B, int N, int H, int hd, float scale);
