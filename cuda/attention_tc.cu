@@ -111,7 +111,8 @@ __device__ __forceinline__ void tc_write(bf16 *dst, size_t ld, const frag_c *acc
                                          int N, int hd) {
   const int lane = threadIdx.x % 32, SLD = HDP + 4;
 #pragma unroll
-  for (int dj = 0; dj < HDP / 16; dj++) wmma::store_matrix_sync(stage + dj * 16, acc[dj], SLD, wmma::mem_row_major);
+  for (int dj = 0; dj < HDP / 16; dj++)
+    wmma::store_matrix_sync(stage + dj * 16, acc[dj], SLD, wmma::mem_row_major);
   __syncwarp();
   for (int e = lane; e < 16 * HDP; e += 32) {
     const int r = e / HDP, d = e % HDP, n = r0 + r;
@@ -140,7 +141,9 @@ __global__ void __launch_bounds__(TC_THREADS)
   float *S = Sall + w * 16 * TC_SLD;
   bf16 *P = Pall + w * 16 * TC_PLD;
   const bf16 *Qw = Qs + w * 16 * dims::LD;
-  const int r = lane / 2, c0 = (lane % 2) * 32; /* this lane's row of the warp and its 32 columns */
+  /* this lane's row of the warp and its 32 columns, every other one (the two lanes of a row then
+   * read different shared-memory banks) */
+  const int r = lane / 2, c0 = lane % 2;
   tc_load<HDP>(Qs, base, ld, q0, N, hd);
 
   /* pass 1: the log-sum-exp of each row, each lane over its half, online */
@@ -153,21 +156,22 @@ __global__ void __launch_bounds__(TC_THREADS)
     __syncwarp();
     float mx = -INFINITY;
     for (int c = 0; c < 32; c++)
-      if (k0 + c0 + c < N) mx = fmaxf(mx, S[r * TC_SLD + c0 + c] * scale);
+      if (k0 + 2 * c + c0 < N) mx = fmaxf(mx, S[r * TC_SLD + 2 * c + c0] * scale);
     if (mx > -INFINITY) {
       const float mn = fmaxf(m, mx);
       float sum = 0.0f;
       for (int c = 0; c < 32; c++)
-        if (k0 + c0 + c < N) sum += expf(S[r * TC_SLD + c0 + c] * scale - mn);
+        if (k0 + 2 * c + c0 < N) sum += expf(S[r * TC_SLD + 2 * c + c0] * scale - mn);
       l = (m == -INFINITY ? 0.0f : l * expf(m - mn)) + sum;
       m = mn;
     }
     __syncwarp(); /* S is rewritten by the next tile */
   }
-  { /* the two halves of the row */
+  { /* the row's two lanes */
     const float m2 = __shfl_xor_sync(0xffffffffu, m, 1), l2 = __shfl_xor_sync(0xffffffffu, l, 1);
-    const float mm = fmaxf(m, m2); /* finite: key 0 is in the first half */
-    const float ll = (m == -INFINITY ? 0.0f : l * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * expf(m2 - mm));
+    const float mm = fmaxf(m, m2); /* finite: key 0 is the even lane's */
+    const float ll =
+        (m == -INFINITY ? 0.0f : l * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * expf(m2 - mm));
     if (lane % 2 == 0) {
       lse_s[w * 16 + r] = mm + logf(ll);
       const int n = q0 + w * 16 + r;
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     tc_scores<HDP>(S, Qw, Ks);
     __syncwarp();
     for (int c = 0; c < 32; c++) {
-      const int j = c0 + c;
+      const int j = 2 * c + c0;
       P[r * TC_PLD + j] = __float2bfloat16_rn(k0 + j < N ? expf(S[r * TC_SLD + j] * scale - lr) : 0.0f);
     }
     __syncwarp();
@@ -226,7 +230,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   const bf16 *dobase = dout + (size_t)b * N * ldo + (size_t)h * hd;
   float *S = Sall + w * 16 * TC_SLD, *dP = dPall + w * 16 * TC_SLD;
   bf16 *dS = dSall + w * 16 * TC_PLD;
-  const int r = lane / 2, c0 = (lane % 2) * 32;
+  const int r = lane / 2, c0 = lane % 2; /* row, and columns c0, c0 + 2, ... (as the forward) */
   tc_load<HDP>(Qs, base, ld, q0, N, hd);
   tc_load<HDP>(dOs, dobase, ldo, q0, N, hd);
   if (t < TC_ROWS) {
@@ -252,7 +256,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     __syncwarp();
     const float lr = lse_s[w * 16 + r], Dr = D_s[w * 16 + r];
     for (int c = 0; c < 32; c++) {
-      const int j = c0 + c;
+      const int j = 2 * c + c0;
       const float p = k0 + j < N ? expf(S[r * TC_SLD + j] * scale - lr) : 0.0f;
       dS[r * TC_PLD + j] = __float2bfloat16_rn(p * (dP[r * TC_SLD + j] - Dr) * scale);
     }
@@ -287,7 +291,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   const bf16 *dobase = dout + (size_t)b * N * ldo + (size_t)h * hd;
   float *St = Sall + w * 16 * TC_SLD, *dPt = dPall + w * 16 * TC_SLD;
   bf16 *Pt = Pall + w * 16 * TC_PLD, *dSt = dSall + w * 16 * TC_PLD;
-  const int r = lane / 2, c0 = (lane % 2) * 32;
+  const int r = lane / 2, c0 = lane % 2; /* row, and columns c0, c0 + 2, ... (as the forward) */
   tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
   tc_load<HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
   frag_c dk[HDP / 16], dv[HDP / 16];
@@ -310,7 +314,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     tc_scores<HDP>(dPt, Vs + w * 16 * dims::LD, dOs);
     __syncwarp();
     for (int c = 0; c < 32; c++) {
-      const int j = c0 + c;
+      const int j = 2 * c + c0;
       /* keys >= N are zero rows whose dK and dV are never written */
       const float p = q0 + j < N ? expf(St[r * TC_SLD + j] * scale - lse_s[j]) : 0.0f;
       Pt[r * TC_PLD + j] = __float2bfloat16_rn(p);

@@ -63,7 +63,8 @@ __global__ void count(unsigned long long *c) { atomicAdd(c, 1ull); }
 
 /* Warp w: D = A B + C for 16 x 16 tiles (A row-major, B column-major in warp 0 and row-major in
  * warp 1, C and D row-major fp32), through a fragment round trip via shared memory for C. */
-__global__ void wmma_tile(float *D, const __nv_bfloat16 *A, const __nv_bfloat16 *B, const float *C, int shift) {
+__global__ void wmma_tile(float *D, const __nv_bfloat16 *A, const __nv_bfloat16 *B, const float *C,
+                          int shift) {
   using namespace nvcuda;
   extern __shared__ __align__(128) float stage[];
   const int w = threadIdx.x / 32;
@@ -82,7 +83,8 @@ __global__ void wmma_tile(float *D, const __nv_bfloat16 *A, const __nv_bfloat16 
   }
   wmma::store_matrix_sync(stage + w * 16 * 20, c, 20, wmma::mem_row_major);
   __syncwarp();
-  for (int e = threadIdx.x % 32; e < 256; e += 32) D[w * 256 + e] = stage[w * 16 * 20 + (e / 16) * 20 + e % 16];
+  for (int e = threadIdx.x % 32; e < 256; e += 32)
+    D[w * 256 + e] = stage[w * 16 * 20 + (e / 16) * 20 + e % 16];
 }
 
 /* Threads 0-31 stop at a barrier the others never reach. */
