@@ -7,7 +7,7 @@
  * cublasGemmBatchedEx over all B x H heads, reading q, k, v in place in the qkv layout through
  * pointer arrays built on the GPU; fp32 accumulation (tensor cores in bf16, no TF32 in fp32).
  * The N x N matrices are small at DINO's sizes (N = 197: 60 MB of bf16 P per block at batch 64
- * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernel.
+ * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernels.
  *
  * The same functions also run with the flash kernel's state instead of P (the row log-sum-exp
  * [B, H, N]): the forward writes it, the backward recomputes S with one more product and
