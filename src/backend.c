@@ -73,10 +73,14 @@ const struct ops *backend_select(const struct config *cfg) {
     check_gpus_distinct();
     struct backend_cuda_info info;
     backend_cuda_info(&info);
-    const char *at = backend_cuda_attention();
+    const char *at = backend_cuda_attention(), *how = "";
+    if (!strcmp(at, "cudnn") && cuda->act_size == 4) how = " (bf16 only: fp32 runs gemm)";
+    else if (!strcmp(at, "flash"))
+      how = cuda->act_size == 4 ? " (CUDA cores in fp32)"
+            : info.cc_major >= 8 ? " (tensor cores for head dimensions that are multiples of 16)"
+                                 : " (CUDA cores below compute capability 8.0)";
     log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s%s", info.name,
-             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0, at,
-             cuda->act_size == 4 && !strcmp(at, "cudnn") ? " (bf16 only: fp32 runs gemm)" : "");
+             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0, at, how);
     return cuda;
   }
   if (!strcmp(dev, "cuda"))

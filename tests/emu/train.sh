@@ -21,6 +21,12 @@ expect_grep 'Epoch \[0/1\] it 5/5 eta [^ ]+ loss [0-9]+\.[0-9]+ '
 nchecks=$((nchecks + 1))
 [ -f fp32/checkpoint.h5 ] || fail "fp32: no checkpoint"
 
+# One rank, bf16, our fused attention: the log says where it runs.
+train_deck flash epochs=1 batch_size_per_rank=8 | cuda >flash.nml
+expect_exit 0 env SCDINO_CUDA_ATTENTION=flash "$exe" flash.nml
+expect_grep 'attention: flash \(tensor cores for head dimensions that are multiples of 16\)$'
+expect_grep 'Epoch \[0/1\] it 5/5'
+
 # Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
 if [ "$MPIEXEC" != none ]; then
   train_deck full epochs=2 batch_size_per_rank=4 | cuda >full.nml
