@@ -356,9 +356,16 @@ static dim3 tc_grid(int B, int N, int H) {
   return dim3((unsigned)bh, (unsigned)tiles);
 }
 
+/* The backward needs the most shared memory (123 KB at hd 128): more than compute capability 8.6
+ * and 8.9 allow a block (99 KB), so such shapes stay on the CUDA-core kernels there. */
+static size_t tc_smem_most(int hd) {
+  return hd <= 16 ? tc_smem_bwd<16>() : hd <= 32 ? tc_smem_bwd<32>() : hd <= 64 ? tc_smem_bwd<64>()
+                                                                                 : tc_smem_bwd<128>();
+}
+
 int k_attn_tc_covers(int hd, const void *qkv, const void *dout) {
   return cu.prop.major >= 8 && hd % 16 == 0 && hd >= 16 && hd <= 128 &&
-         !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
+         tc_smem_most(hd) <= cu.prop.sharedMemPerBlockOptin && !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
 }
 
 template <int HDP>

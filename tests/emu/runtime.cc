@@ -22,7 +22,16 @@
 namespace {
 
 const size_t TOTAL_MEM = (size_t)80 << 30;
-const int SMEM_OPTIN = 232448; /* bytes per block an H100 kernel may ask for */
+/* Bytes of shared memory per block a kernel may ask for: an H100's 227 KiB, or
+ * SCDINO_EMU_SMEM_OPTIN (e.g. 101376, the 99 KiB of compute capability 8.6 and 8.9). */
+int smem_optin(void) {
+  static int v;
+  if (!v) {
+    const char *e = getenv("SCDINO_EMU_SMEM_OPTIN");
+    v = e && atoi(e) >= 48 * 1024 ? atoi(e) : 232448;
+  }
+  return v;
+}
 
 struct region {
   size_t bytes;
@@ -188,7 +197,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
   memcpy(p->uuid.bytes + 9, &pid, sizeof pid < 7 ? sizeof pid : 7);
   p->totalGlobalMem = TOTAL_MEM;
   p->sharedMemPerBlock = 48 * 1024;
-  p->sharedMemPerBlockOptin = SMEM_OPTIN;
+  p->sharedMemPerBlockOptin = smem_optin();
   p->sharedMemPerMultiprocessor = 233472;
   p->regsPerBlock = 65536;
   p->warpSize = 32;
@@ -381,9 +390,9 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *func
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
   init();
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-    if (value < 0 || value > SMEM_OPTIN)
+    if (value < 0 || value > smem_optin())
       return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: %d bytes of dynamic shared memory (at most %d)",
-                  value, SMEM_OPTIN);
+                  value, smem_optin());
     (*smem_limits)[func] = (size_t)value;
   }
   return cudaSuccess;
