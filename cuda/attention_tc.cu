@@ -65,6 +65,21 @@ __device__ __forceinline__ void tc_load(bf16 *s, const bf16 *src, size_t ld, int
   }
 }
 
+/* The next pair of tiles (K and V, or Q and dO), once every warp is done with the last pair. */
+template <int HDP>
+__device__ __forceinline__ void tc_next_pair(bf16 *A, const bf16 *a, size_t lda, bf16 *B, const bf16 *b,
+                                             size_t ldb, int r0, int N, int hd) {
+  __syncthreads();
+  tc_load<HDP>(A, a, lda, r0, N, hd);
+  tc_load<HDP>(B, b, ldb, r0, N, hd);
+  __syncthreads();
+}
+
+template <int HDP> __device__ __forceinline__ void tc_zero(frag_c *acc) {
+#pragma unroll
+  for (int dj = 0; dj < HDP / 16; dj++) wmma::fill_fragment(acc[dj], 0.0f);
+}
+
 /* S[16][64] (fp32, ldm TC_SLD) = A[16 rows][HDP] . Bt[64 rows][HDP]^T: the warp's rows of one tile
  * against the 64 rows of the other. */
 template <int HDP>
@@ -183,13 +198,9 @@ __global__ void __launch_bounds__(TC_THREADS)
   /* pass 2: O = P V with P = exp(s - lse) */
   const float lr = lse_s[w * 16 + r];
   frag_c o[HDP / 16];
-#pragma unroll
-  for (int dj = 0; dj < HDP / 16; dj++) wmma::fill_fragment(o[dj], 0.0f);
+  tc_zero<HDP>(o);
   for (int k0 = 0; k0 < N; k0 += TC_COLS) {
-    __syncthreads();
-    tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
-    tc_load<HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
-    __syncthreads();
+    tc_next_pair<HDP>(Ks, base + (size_t)H * hd, ld, Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
     tc_scores<HDP>(S, Qw, Ks);
     __syncwarp();
     for (int c = 0; c < 32; c++) {
@@ -244,13 +255,9 @@ __global__ void __launch_bounds__(TC_THREADS)
     if (n < N) Dg[(size_t)bh * N + n] = d;
   }
   frag_c dq[HDP / 16];
-#pragma unroll
-  for (int dj = 0; dj < HDP / 16; dj++) wmma::fill_fragment(dq[dj], 0.0f);
+  tc_zero<HDP>(dq);
   for (int k0 = 0; k0 < N; k0 += TC_COLS) {
-    __syncthreads();
-    tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
-    tc_load<HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
-    __syncthreads();
+    tc_next_pair<HDP>(Ks, base + (size_t)H * hd, ld, Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
     tc_scores<HDP>(S, Qs + w * 16 * dims::LD, Ks);
     tc_scores<HDP>(dP, dOs + w * 16 * dims::LD, Vs);
     __syncwarp();
@@ -295,13 +302,10 @@ __global__ void __launch_bounds__(TC_THREADS)
   tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
   tc_load<HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
   frag_c dk[HDP / 16], dv[HDP / 16];
-#pragma unroll
-  for (int dj = 0; dj < HDP / 16; dj++) {
-    wmma::fill_fragment(dk[dj], 0.0f);
-    wmma::fill_fragment(dv[dj], 0.0f);
-  }
+  tc_zero<HDP>(dk);
+  tc_zero<HDP>(dv);
   for (int q0 = 0; q0 < N; q0 += TC_COLS) {
-    __syncthreads();
+    __syncthreads(); /* every warp is done with the last tile and its lse_s, D_s */
     tc_load<HDP>(Qs, base, ld, q0, N, hd);
     tc_load<HDP>(dOs, dobase, ldo, q0, N, hd);
     if (t < TC_COLS) {
