@@ -5,7 +5,9 @@
  * layouts are those of ops.h (qkv [B, N, 3, H, hd] read in place, out and dout [B, N, H, hd]).
  *
  * A block of 4 warps owns 64 rows (16 per warp) and walks the other side in tiles of 64, staged in
- * shared memory as bf16 rows of HDP + 8 elements (zero beyond hd or N).  wmma fragments are opaque
+ * shared memory as bf16 rows of HDP + 8 elements (zero beyond hd or N).  In a ragged last tile
+ * (DINO's 37 and 197 tokens), warps whose rows all lie past N and 16-column blocks past N skip
+ * their products.  wmma fragments are opaque
  * (no lane knows which elements it holds), so everything done per row goes through shared memory:
  * a warp stores its 16 x 64 scores as fp32, its lanes (two per row) work on them, and write the
  * bf16 matrix the next product reads.  The accumulators therefore never need scaling by row:
@@ -80,16 +82,19 @@ template <int HDP> __device__ __forceinline__ void tc_zero(frag_c *acc) {
   for (int dj = 0; dj < HDP / 16; dj++) wmma::fill_fragment(acc[dj], 0.0f);
 }
 
-/* S[16][64] (fp32, ldm TC_SLD) = A[16 rows][HDP] . Bt[64 rows][HDP]^T: the warp's rows of one tile
- * against the 64 rows of the other. */
+/* 16-column blocks of a tile starting at c0 that hold any of the N columns: DINO's sequences
+ * (37 and 197 tokens) end in a ragged tile, whose empty blocks are skipped. */
+__device__ __forceinline__ int tc_blocks(int c0, int N) { return min(TC_COLS / 16, (N - c0 + 15) / 16); }
+
+/* S[16][16 nb] (fp32, ldm TC_SLD) = A[16 rows][HDP] . Bt[16 nb rows][HDP]^T: the warp's rows of one
+ * tile against the first nb blocks of 16 rows of the other (the columns beyond are not written). */
 template <int HDP>
-__device__ __forceinline__ void tc_scores(float *S, const bf16 *A, const bf16 *Bt) {
+__device__ __forceinline__ void tc_scores(float *S, const bf16 *A, const bf16 *Bt, int nb) {
   const int LD = tc_dims<HDP>::LD;
   frag_a a[HDP / 16];
 #pragma unroll
   for (int kk = 0; kk < HDP / 16; kk++) wmma::load_matrix_sync(a[kk], A + kk * 16, LD);
-#pragma unroll
-  for (int j = 0; j < TC_COLS / 16; j++) {
+  for (int j = 0; j < nb; j++) {
     frag_c c;
     wmma::fill_fragment(c, 0.0f);
 #pragma unroll
@@ -102,12 +107,11 @@ __device__ __forceinline__ void tc_scores(float *S, const bf16 *A, const bf16 *B
   }
 }
 
-/* acc[HDP/16] += P[16][64] (bf16, ldm TC_PLD) . X[64][HDP] (bf16 tile rows). */
+/* acc[HDP/16] += P[16][16 nb] (bf16, ldm TC_PLD) . X[16 nb][HDP] (bf16 tile rows). */
 template <int HDP>
-__device__ __forceinline__ void tc_accum(frag_c *acc, const bf16 *P, const bf16 *X) {
+__device__ __forceinline__ void tc_accum(frag_c *acc, const bf16 *P, const bf16 *X, int nb) {
   const int LD = tc_dims<HDP>::LD;
-#pragma unroll
-  for (int kk = 0; kk < TC_COLS / 16; kk++) {
+  for (int kk = 0; kk < nb; kk++) {
     frag_a a;
     wmma::load_matrix_sync(a, P + kk * 16, TC_PLD);
 #pragma unroll
@@ -159,6 +163,8 @@ __global__ void __launch_bounds__(TC_THREADS)
   /* this lane's row of the warp and its 32 columns, every other one (the two lanes of a row then
    * read different shared-memory banks) */
   const int r = lane / 2, c0 = lane % 2;
+  /* A warp whose 16 rows are all past N (a ragged last tile) only keeps the block's barriers. */
+  const bool live = q0 + w * 16 < N;
   tc_load<HDP>(Qs, base, ld, q0, N, hd);
 
   /* pass 1: the log-sum-exp of each row, each lane over its half, online */
@@ -167,7 +173,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     __syncthreads(); /* the previous tile is consumed (and Q is in) */
     tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
     __syncthreads();
-    tc_scores<HDP>(S, Qw, Ks);
+    if (!live) continue;
+    tc_scores<HDP>(S, Qw, Ks, tc_blocks(k0, N));
     __syncwarp();
     float mx = -INFINITY;
     for (int c = 0; c < 32; c++)
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     __syncwarp(); /* S is rewritten by the next tile */
   }
-  { /* the row's two lanes */
+  if (live) { /* the row's two lanes */
     const float m2 = __shfl_xor_sync(0xffffffffu, m, 1), l2 = __shfl_xor_sync(0xffffffffu, l, 1);
     const float mm = fmaxf(m, m2); /* finite: key 0 is the even lane's */
     const float ll =
@@ -201,18 +208,21 @@ __global__ void __launch_bounds__(TC_THREADS)
   tc_zero<HDP>(o);
   for (int k0 = 0; k0 < N; k0 += TC_COLS) {
     tc_next_pair<HDP>(Ks, base + (size_t)H * hd, ld, Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
-    tc_scores<HDP>(S, Qw, Ks);
+    if (!live) continue;
+    const int nb = tc_blocks(k0, N);
+    tc_scores<HDP>(S, Qw, Ks, nb);
     __syncwarp();
     for (int c = 0; c < 32; c++) {
       const int j = 2 * c + c0;
       P[r * TC_PLD + j] = __float2bfloat16_rn(k0 + j < N ? expf(S[r * TC_SLD + j] * scale - lr) : 0.0f);
     }
     __syncwarp();
-    tc_accum<HDP>(o, P, Vs);
+    tc_accum<HDP>(o, P, Vs, nb);
   }
   __syncthreads(); /* every warp is done with K and V: their space stages the output */
-  tc_write<HDP>(out + (size_t)b * N * H * hd + (size_t)h * hd, (size_t)H * hd, o,
-                (float *)(tc_sm + dims::TILE) + w * 16 * (HDP + 4), q0 + w * 16, N, hd);
+  if (live)
+    tc_write<HDP>(out + (size_t)b * N * H * hd + (size_t)h * hd, (size_t)H * hd, o,
+                  (float *)(tc_sm + dims::TILE) + w * 16 * (HDP + 4), q0 + w * 16, N, hd);
 #endif
 }
 
@@ -242,6 +252,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   float *S = Sall + w * 16 * TC_SLD, *dP = dPall + w * 16 * TC_SLD;
   bf16 *dS = dSall + w * 16 * TC_PLD;
   const int r = lane / 2, c0 = lane % 2; /* row, and columns c0, c0 + 2, ... (as the forward) */
+  const bool live = q0 + w * 16 < N;     /* any of the warp's rows (queries) before N */
   tc_load<HDP>(Qs, base, ld, q0, N, hd);
   tc_load<HDP>(dOs, dobase, ldo, q0, N, hd);
   if (t < TC_ROWS) {
@@ -258,21 +269,25 @@ __global__ void __launch_bounds__(TC_THREADS)
   tc_zero<HDP>(dq);
   for (int k0 = 0; k0 < N; k0 += TC_COLS) {
     tc_next_pair<HDP>(Ks, base + (size_t)H * hd, ld, Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
-    tc_scores<HDP>(S, Qs + w * 16 * dims::LD, Ks);
-    tc_scores<HDP>(dP, dOs + w * 16 * dims::LD, Vs);
+    if (!live) continue;
+    const int nb = tc_blocks(k0, N);
+    tc_scores<HDP>(S, Qs + w * 16 * dims::LD, Ks, nb);
+    tc_scores<HDP>(dP, dOs + w * 16 * dims::LD, Vs, nb);
     __syncwarp();
     const float lr = lse_s[w * 16 + r], Dr = D_s[w * 16 + r];
     for (int c = 0; c < 32; c++) {
       const int j = 2 * c + c0;
+      /* past N: p = 0 against a finite dP in the computed blocks; blocks past them are not read */
       const float p = k0 + j < N ? expf(S[r * TC_SLD + j] * scale - lr) : 0.0f;
       dS[r * TC_PLD + j] = __float2bfloat16_rn(p * (dP[r * TC_SLD + j] - Dr) * scale);
     }
     __syncwarp();
-    tc_accum<HDP>(dq, dS, Ks);
+    tc_accum<HDP>(dq, dS, Ks, nb);
   }
   __syncthreads();
-  tc_write<HDP>(dqkv + (size_t)b * N * ld + (size_t)h * hd, ld, dq,
-                (float *)(tc_sm + 2 * dims::TILE) + w * 16 * (HDP + 4), q0 + w * 16, N, hd);
+  if (live)
+    tc_write<HDP>(dqkv + (size_t)b * N * ld + (size_t)h * hd, ld, dq,
+                  (float *)(tc_sm + 2 * dims::TILE) + w * 16 * (HDP + 4), q0 + w * 16, N, hd);
 #endif
 }
 
@@ -299,6 +314,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   float *St = Sall + w * 16 * TC_SLD, *dPt = dPall + w * 16 * TC_SLD;
   bf16 *Pt = Pall + w * 16 * TC_PLD, *dSt = dSall + w * 16 * TC_PLD;
   const int r = lane / 2, c0 = lane % 2; /* row, and columns c0, c0 + 2, ... (as the forward) */
+  const bool live = k0 + w * 16 < N;     /* any of the warp's rows (keys) before N */
   tc_load<HDP>(Ks, base + (size_t)H * hd, ld, k0, N, hd);
   tc_load<HDP>(Vs, base + 2 * (size_t)H * hd, ld, k0, N, hd);
   frag_c dk[HDP / 16], dv[HDP / 16];
@@ -314,21 +330,24 @@ __global__ void __launch_bounds__(TC_THREADS)
       D_s[t] = n < N ? Dg[(size_t)bh * N + n] : 0.0f;
     }
     __syncthreads();
-    tc_scores<HDP>(St, Ks + w * 16 * dims::LD, Qs); /* rows: keys, columns: queries */
-    tc_scores<HDP>(dPt, Vs + w * 16 * dims::LD, dOs);
+    if (!live) continue;
+    const int nb = tc_blocks(q0, N);
+    tc_scores<HDP>(St, Ks + w * 16 * dims::LD, Qs, nb); /* rows: keys, columns: queries */
+    tc_scores<HDP>(dPt, Vs + w * 16 * dims::LD, dOs, nb);
     __syncwarp();
     for (int c = 0; c < 32; c++) {
       const int j = 2 * c + c0;
-      /* keys >= N are zero rows whose dK and dV are never written */
+      /* keys >= N are zero rows whose dK and dV are never written; queries past N as in dQ */
       const float p = q0 + j < N ? expf(St[r * TC_SLD + j] * scale - lse_s[j]) : 0.0f;
       Pt[r * TC_PLD + j] = __float2bfloat16_rn(p);
       dSt[r * TC_PLD + j] = __float2bfloat16_rn(p * (dPt[r * TC_SLD + j] - D_s[j]) * scale);
     }
     __syncwarp();
-    tc_accum<HDP>(dv, Pt, dOs);
-    tc_accum<HDP>(dk, dSt, Qs);
+    tc_accum<HDP>(dv, Pt, dOs, nb);
+    tc_accum<HDP>(dk, dSt, Qs, nb);
   }
   __syncthreads(); /* Q and dO stage the results */
+  if (!live) return;
   float *stage = (float *)(tc_sm + 2 * dims::TILE) + w * 16 * (HDP + 4);
   bf16 *dbase = dqkv + (size_t)b * N * ld + (size_t)h * hd;
   tc_write<HDP>(dbase + (size_t)H * hd, ld, dk, stage, k0 + w * 16, N, hd);
