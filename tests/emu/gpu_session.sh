@@ -31,6 +31,9 @@ expect_grep 'cuDNN attention: 14 of 14 forward and 7 of 7 backward calls ran in 
 for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-fp32 scdino-bf16-b8; do
   expect_grep "^$r +4 +[0-9.]+ +[0-9.]+ "
 done
+for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn; do
+  expect_grep "^$r: profiled model step: GPU time in GEMMs [0-9.]+ ms, attention [0-9.]+ ms, other ops "
+done
 expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'

@@ -123,16 +123,16 @@ fi
 # ---- benchmarks ------------------------------------------------------------------------------------
 results=$out/results.txt
 [[ " $stages " == *" bench "* || " $stages " == *" torch "* ]] && : > "$results"
-bench() { # label, arguments...
-  local label=$1
+bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
+  local label=$1 outf=$tmp/scdino-gpu-bench.out
   shift
   echo "==== gpu_train_bench $*" >> "$bench_log"
   # shellcheck disable=SC2086
-  timeout 300 "$bin/gpu_train_bench" "$@" ${SCDINO_GPU_BENCH_ARGS:-} >> "$bench_log" 2>&1
+  timeout 300 "$bin/gpu_train_bench" "$@" ${SCDINO_GPU_BENCH_ARGS:-} > "$outf" 2>&1
   local rc=$?
-  local r
-  r=$(grep '^RESULT' "$bench_log" | tail -1)
-  if [ $rc = 0 ]; then echo "$label $r" >> "$results"; fi
+  cat "$outf" >> "$bench_log"
+  if [ $rc = 0 ]; then echo "$label $(grep '^RESULT' "$outf" | tail -1)" >> "$results"; fi
+  grep '^profiled model step' "$outf" | while read -r l; do note "$label: $l"; done
   return $rc
 }
 if [[ " $stages " == *" bench "* ]]; then
@@ -144,8 +144,9 @@ if [[ " $stages " == *" bench "* ]]; then
     bench "scdino-bf16-mpi" -B 64 -P bf16 -x $m && ok=1
   fi
   if [ $ok = 1 ]; then
-    (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 $m)
-    (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 $m)
+    # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
+    (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 -x $m)
+    (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
     grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
     bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
     largest=64
