@@ -330,15 +330,22 @@ cudnnStatus_t finalize(Desc *d) {
   }
 }
 
-/* Engines heuristics offer for graph g: {nondeterministic?} per engine. */
-std::vector<bool> engines_for(const Desc *g) {
+/* SCDINO_EMU_CUDNN, checked: "" or one of the modes of the file header.  Read at each use, as tests
+ * change it between calls. */
+std::string emu_mode(void) {
   const char *e = getenv("SCDINO_EMU_CUDNN");
   const std::string mode = e ? e : "";
+  if (!mode.empty() && mode != "none" && mode != "nobwd" && mode != "nondet" && mode != "nohandle")
+    unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd, nondet or nohandle)", e);
+  return mode;
+}
+
+/* Engines heuristics offer for graph g: {nondeterministic?} per engine. */
+std::vector<bool> engines_for(const Desc *g) {
+  const std::string mode = emu_mode();
   if (mode == "none") return {};
   if (mode == "nobwd" && node(g)->type == CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR) return {};
   if (mode == "nondet") return {true};
-  if (!mode.empty() && mode != "nobwd")
-    unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd, nondet or nohandle)", e);
   return {true, false};
 }
 
@@ -466,8 +473,7 @@ void cudnnGetLastErrorString(char *message, size_t max_size) {
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
-  const char *e = getenv("SCDINO_EMU_CUDNN");
-  if (e && !strcmp(e, "nohandle")) return CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED;
+  if (emu_mode() == "nohandle") return CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED;
   *h = new cudnnContext{MAGIC_HANDLE, 0};
   return CUDNN_STATUS_SUCCESS;
 }
