@@ -173,7 +173,9 @@ static void ensure_slots(int iters) {
   for (int i = 0; i < 2 * iters; i++) BUSBW_CHECK_CUDA(cudaEventCreate(&events[i]));
   h_wrong = xmalloc((size_t)iters * sizeof *h_wrong);
   BUSBW_CHECK_CUDA(cudaMalloc((void **)&d_wrong, ((size_t)iters + 1) * sizeof *d_wrong));
-  BUSBW_CHECK_CUDA(cudaMemset(d_wrong + iters, 0, sizeof *d_wrong));
+  /* the alignment all-reduce's element, on our stream (a legacy-stream cudaMemset would not be
+   * ordered before it) */
+  BUSBW_CHECK_CUDA(cudaMemsetAsync(d_wrong + iters, 0, sizeof *d_wrong, stream));
   nslots = iters;
 }
 

@@ -283,6 +283,15 @@ static const char *sdpa_unusable(void) {
   return why;
 }
 
+/* cuDNN declines plan p's shape (why): the first refusal per direction is a warning, later ones
+ * detail. */
+static void say_declined(const struct sdpa_plan *p, const char *why) {
+  static int said[2];
+  (said[p->bwd]++ ? log_detail : log_warn)("cuDNN attention %s for batch %d x %d tokens x %d heads "
+                                           "of %d: %s; using batched GEMMs",
+                                           p->bwd ? "backward" : "forward", p->B, p->N, p->H, p->hd, why);
+}
+
 static struct sdpa_plan *plan_for(int bwd, int B, int N, int H, int hd, int stats) {
   for (int i = 0; i < SDPA_CACHE; i++) {
     struct sdpa_plan *p = &sdpa_cache[i];
@@ -303,11 +312,8 @@ static struct sdpa_plan *plan_for(int bwd, int B, int N, int H, int hd, int stat
   b.st = CUDNN_STATUS_SUCCESS;
   build_sdpa(&b);
   p->ok = b.st == CUDNN_STATUS_SUCCESS;
-  static int said[2]; /* the first refusal per direction is a warning, later ones detail */
   if (!p->ok)
-    (said[bwd]++ ? log_detail : log_warn)("cuDNN attention %s for batch %d x %d tokens x %d heads "
-                                          "of %d: %s; using batched GEMMs",
-                                          bwd ? "backward" : "forward", B, N, H, hd, b.why);
+    say_declined(p, b.why);
   else
     log_detail("cuDNN attention %s for batch %d x %d tokens x %d heads of %d: plan built, "
                "workspace %lld bytes", bwd ? "backward" : "forward", B, N, H, hd,
@@ -315,33 +321,56 @@ static struct sdpa_plan *plan_for(int bwd, int B, int N, int H, int hd, int stat
   return p;
 }
 
-/* Run plan p; ptr[] in the order of its roles above. */
-static void plan_run(const struct sdpa_plan *p, void **ptr) {
+/* Run plan p; ptr[] in the order of its roles above.  0 when cuDNN does not run it after all: an
+ * engine may still refuse at execution what it accepted when the plan was built (a stride, an
+ * alignment, its resources).  The plan is then marked unusable, which is said like a refusal, and
+ * the caller runs the GEMM form on the same state. */
+static int plan_run(struct sdpa_plan *p, void **ptr) {
   const struct sdpa_role *role = p->bwd ? sdpa_bwd_roles : sdpa_fwd_roles;
   const int n = sdpa_ntensors(p);
   int64_t uid[10];
   for (int i = 0; i < n; i++) uid[i] = role[i].uid;
   void *ws = cu_scratch(SLOT_CUDNN, p->workspace > 0 ? (size_t)p->workspace : 16);
-  cudnnBackendDescriptor_t vp;
-  CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uid));
-  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                       n, ptr));
-  CHECK_CUDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-                                       &ws));
-  CHECK_CUDNN(cudnnBackendFinalize(vp));
-  CHECK_CUDNN(cudnnBackendExecute(sdpa_handle, p->plan, vp));
-  CHECK_CUDNN(cudnnBackendDestroyDescriptor(vp));
-  sdpa_runs[p->bwd]++;
+  cudnnBackendDescriptor_t vp = NULL;
+  const char *what = "the variant pack";
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uid);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptr);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    what = "execution";
+    st = cudnnBackendExecute(sdpa_handle, p->plan, vp);
+  }
+  char last[200] = "";
+  if (st != CUDNN_STATUS_SUCCESS) cudnnGetLastErrorString(last, sizeof last);
+  if (vp) CHECK_CUDNN(cudnnBackendDestroyDescriptor(vp));
+  if (st == CUDNN_STATUS_SUCCESS) {
+    sdpa_runs[p->bwd]++;
+    return 1;
+  }
+  /* A launch that failed leaves its error for the next kernel's check, which would report it as
+   * its own; a sticky error (a broken context) comes back at the next synchronisation anyway. */
+  const cudaError_t ce = cudaGetLastError();
+  char why[512];
+  snprintf(why, sizeof why, "%s failed (%s%s%s%s%s)", what, cudnnGetErrorString(st), *last ? "; " : "",
+           last, ce != cudaSuccess ? "; CUDA: " : "", ce != cudaSuccess ? cudaGetErrorString(ce) : "");
+  p->ok = 0;
+  say_declined(p, why);
+  return 0;
 }
 
 /* cuDNN is told every tensor is 16-byte aligned (the arena's are); anything else is declined, said
- * once (the caller's GEMM form needs the same alignment, so the flash kernel runs). */
+ * once.  The caller then runs the GEMM form, or the flash kernel when q, k, v or the output are
+ * unaligned too (the GEMM form needs them aligned; the row statistics it writes with a kernel). */
 static int aligned16(void *const *p, int n) {
   static int said;
   for (int i = 0; i < n; i++)
     if ((uintptr_t)p[i] & 15) {
-      if (!said) log_warn("cuDNN attention: a tensor is not 16-byte aligned; using the flash kernel");
+      if (!said) log_warn("cuDNN attention: a tensor is not 16-byte aligned; cuDNN does not run it");
       said = 1;
       return 0;
     }
@@ -353,11 +382,10 @@ int k_attn_cudnn_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H
   const size_t head = (size_t)H * hd;
   float s = scale; /* by value: read when the plan is launched */
   void *ptr[6] = {(void *)qkv, (void *)(qkv + head), (void *)(qkv + 2 * head), out, &s, lse};
-  if (*sdpa_unusable() || hd % 8 || hd > 128 || !aligned16(ptr, 4)) return 0;
-  const struct sdpa_plan *p = plan_for(0, B, N, H, hd, lse != NULL);
-  if (!p->ok) return 0;
-  plan_run(p, ptr);
-  return 1;
+  if (*sdpa_unusable() || hd % 8 || hd > 128 || !aligned16(ptr, 4) || (lse && !aligned16(ptr + 5, 1)))
+    return 0;
+  struct sdpa_plan *p = plan_for(0, B, N, H, hd, lse != NULL);
+  return p->ok && plan_run(p, ptr);
 }
 
 int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv,
@@ -368,10 +396,8 @@ int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *
                    (void *)lse, (void *)dout, dqkv, dqkv + head, dqkv + 2 * head};
   if (*sdpa_unusable() || hd % 8 || hd > 128 || !aligned16(ptr, 4) || !aligned16(ptr + 5, 5))
     return 0;
-  const struct sdpa_plan *p = plan_for(1, B, N, H, hd, 1);
-  if (!p->ok) return 0;
-  plan_run(p, ptr);
-  return 1;
+  struct sdpa_plan *p = plan_for(1, B, N, H, hd, 1);
+  return p->ok && plan_run(p, ptr);
 }
 
 const char *k_attn_cudnn_why_not(void) { return sdpa_unusable(); }

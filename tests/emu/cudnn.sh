@@ -3,8 +3,9 @@
 # emulator (tests/emu/cudnn_emu.cc stands in for cuDNN): cuDNN's fused attention in training, a
 # restart bit-identical to an uninterrupted run (the deterministic engine is chosen before the
 # nondeterministic one heuristics rank first), and the fallbacks to the GEMM form on cuDNN's state
-# when cuDNN offers no engine for the backward node or for any node, each said once, the GEMM form
-# in fp32, and the warning when only a nondeterministic engine exists.
+# when cuDNN offers no engine for the backward node or for any node, has no handle, or fails at
+# execution, each said once, the GEMM form in fp32, and the warning when only a nondeterministic
+# engine exists.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
 scratch emu_cudnn
@@ -48,6 +49,11 @@ expect_grep 'cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: no 
 # cudnnCreate fails (a cuDNN with missing sub-libraries).
 declined nohandle 1
 expect_grep 'cuDNN attention: cudnnCreate failed \(CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED\); using batched GEMMs$'
+# Plans build, but every execution fails after a launch failure (what an engine that refuses at run
+# time does): said once per direction, the launch error is not left for the next kernel's check.
+declined noexec 2
+expect_grep "cuDNN attention forward for batch 8 x 17 tokens x 2 heads of 8: execution failed \\(CUDNN_STATUS_EXECUTION_FAILED; .*; CUDA: too many resources requested for launch\\); using batched GEMMs$"
+expect_grep 'cuDNN attention backward for batch 8 x 17 tokens x 2 heads of 8: execution failed'
 
 # fp32: cuDNN's fused attention is bf16 only; the log says the GEMM form runs.
 train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" | cuda >fp32.nml

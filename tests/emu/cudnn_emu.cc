@@ -13,7 +13,9 @@
  * Engines: heuristics offer two, a nondeterministic one first, so the caller's preference for
  * determinism is exercised.  SCDINO_EMU_CUDNN=nondet offers only the nondeterministic one,
  * =nobwd no engine for the backward node, =none no engine at all, =nohandle fails cudnnCreate as
- * a cuDNN with missing sub-libraries does (the caller's fallbacks).
+ * a cuDNN with missing sub-libraries does, =noexec builds plans but fails every execution with
+ * CUDNN_STATUS_EXECUTION_FAILED after a failed launch (too many resources requested) the CUDA
+ * runtime reports at the next cudaGetLastError (the caller's fallbacks).
  *
  * Numerics: the definition, in double: S = scale q k^T, P = softmax(S), o = P v, stats = the
  * natural-log log-sum-exp of S's rows; backward recomputes P from the given statistics and takes
@@ -335,8 +337,9 @@ cudnnStatus_t finalize(Desc *d) {
 std::string emu_mode(void) {
   const char *e = getenv("SCDINO_EMU_CUDNN");
   const std::string mode = e ? e : "";
-  if (!mode.empty() && mode != "none" && mode != "nobwd" && mode != "nondet" && mode != "nohandle")
-    unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd, nondet or nohandle)", e);
+  if (!mode.empty() && mode != "none" && mode != "nobwd" && mode != "nondet" && mode != "nohandle" &&
+      mode != "noexec")
+    unsupported("SCDINO_EMU_CUDNN=%s (none, nobwd, nondet, nohandle or noexec)", e);
   return mode;
 }
 
@@ -462,6 +465,7 @@ const char *cudnnGetErrorString(cudnnStatus_t st) {
   case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
   case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
   case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED: return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
+  case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
   default: return "CUDNN_STATUS (other)";
   }
 }
@@ -643,6 +647,10 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
   void *w = ws && ws->n == 1 ? *(void *const *)ws->bytes.data() : nullptr;
   if (!w || !emu_in_device_memory(w, WORKSPACE))
     emu_die("cudnn_emu: the workspace %p is not %lld bytes of device memory", w, (long long)WORKSPACE);
+  if (emu_mode() == "noexec") {
+    emu_launch_error(cudaErrorLaunchOutOfResources, "cudnn_emu engine", "too many resources requested");
+    return fail(CUDNN_STATUS_EXECUTION_FAILED, "execute: the engine's kernel did not launch (SCDINO_EMU_CUDNN=noexec)");
+  }
   memset(w, 0x7f, WORKSPACE); /* used, as a real plan would */
   /* roles: q k v o scale [stats] forward; q k v o dO stats scale dQ dK dV backward */
   if (op->type == CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR)

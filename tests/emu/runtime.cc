@@ -238,6 +238,7 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
   case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   default: return "cudaError (emulated)";
   }
 }
@@ -248,6 +249,7 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorMemoryAllocation: return "out of memory";
   case cudaErrorInvalidConfiguration: return "invalid configuration argument";
   case cudaErrorInvalidDevice: return "invalid device ordinal";
+  case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   default: return "emulated CUDA error";
   }
 }
