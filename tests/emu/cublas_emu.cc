@@ -1,7 +1,8 @@
 /* cublas_emu.cc - host stand-ins for the cuBLAS and cuBLASLt calls of the CUDA backend
  * (cuda/gemm_lt.cu, cuda/attention_gemm.cu, cuda/backend_cuda.cu), so that the GPU unit tests can run
  * under the CPU emulator in tests/emu/ without libcublas/libcublasLt: "device" pointers are host
- * pointers and every call runs synchronously on the calling thread (streams are ignored).
+ * pointers and every call runs on the calling thread, after the work queued on its stream
+ * (runtime.cc's queues), as a GPU runs a stream's work in order.
  *
  * Supported subset: column-major D = alpha op(A) op(B) + beta C with op N or T, compute type
  * CUBLAS_COMPUTE_32F, fp32 alpha/beta read from host memory, operand types (A = B, C = D) fp32/fp32,
@@ -33,6 +34,7 @@
 struct cublasContext {
   uint32_t magic;
   cublasMath_t math;
+  cudaStream_t stream;
 };
 struct cublasLtContext {
   uint32_t magic;
@@ -239,13 +241,13 @@ extern "C" {
 
 cublasStatus_t CUBLASWINAPI cublasCreate_v2(cublasHandle_t *handle) {
   if (!handle) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate", "NULL handle pointer");
-  *handle = new cublasContext{MAGIC_BLAS, CUBLAS_DEFAULT_MATH};
+  *handle = new cublasContext{MAGIC_BLAS, CUBLAS_DEFAULT_MATH, 0};
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t CUBLASWINAPI cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
-  (void)streamId; /* everything is synchronous */
   if (!handle || handle->magic != MAGIC_BLAS) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = streamId;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -272,6 +274,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmBatchedEx(cublasHandle_t handle, cublasOpe
                                                 cublasGemmAlgo_t algo) {
   static const char fn[] = "cublasGemmBatchedEx";
   if (!handle || handle->magic != MAGIC_BLAS) return CUBLAS_STATUS_NOT_INITIALIZED;
+  emu_stream_force(handle->stream); /* its stream's earlier work first; this product runs now */
   if (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) unsupported(fn, "transa %d", (int)transa);
   if (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T) unsupported(fn, "transb %d", (int)transb);
   if (computeType != CUBLAS_COMPUTE_32F) unsupported(fn, "compute type %d", (int)computeType);
@@ -510,8 +513,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
   static const char fn[] = "cublasLtMatmul";
   (void)workspace; /* no workspace needed: k is never split */
   (void)workspaceSizeInBytes;
-  (void)stream; /* synchronous */
   if (!lightHandle || lightHandle->magic != MAGIC_LT) return CUBLAS_STATUS_NOT_INITIALIZED;
+  emu_stream_force(stream); /* its stream's earlier work first; this product runs now */
   if (algo && algo->data[0] != ALGO_TAG)
     unsupported(fn, "algo (not from cublasLtMatmulAlgoGetHeuristic) %llu",
                 (unsigned long long)algo->data[0]);

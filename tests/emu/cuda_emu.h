@@ -34,10 +34,12 @@ struct emu_config {
 };
 static inline emu_config emu_cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s}; }
 
-/* Runs body(arg) once per thread of every block (fiber.cc); checks the configuration as the
- * runtime would (threads per block, dynamic shared memory against the kernel's limit) and records
- * a launch error for cudaGetLastError instead of running. */
-void emu_run(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg);
+/* Checks the configuration as the runtime would (threads per block, dynamic shared memory against
+ * the kernel's limit; a launch error for cudaGetLastError instead of running), then queues the
+ * kernel on its stream: when it runs, body(arg) once per thread of every block (fiber.cc), then
+ * drop(arg). */
+void emu_run(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg,
+             void (*drop)(void *));
 
 template <typename... P> struct emu_call {
   void (*k)(P...);
@@ -46,14 +48,15 @@ template <typename... P> struct emu_call {
     emu_call *c = (emu_call *)self;
     std::apply(c->k, c->args);
   }
+  static void drop(void *self) { delete (emu_call *)self; }
 };
 
-/* The arguments are evaluated once, converted to the kernel's parameter types, and every thread
- * calls the kernel with the same copies, as CUDA passes them. */
+/* The arguments are evaluated once, at the launch, converted to the kernel's parameter types, and
+ * every thread calls the kernel with the same copies, as CUDA passes them. */
 template <typename... P, typename... A>
 void emu_launch(const emu_config &c, const char *name, void (*k)(P...), A &&...a) {
-  emu_call<P...> call{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)};
-  emu_run(c, name, (const void *)k, &emu_call<P...>::run, &call);
+  emu_call<P...> *call = new emu_call<P...>{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)};
+  emu_run(c, name, (const void *)k, &emu_call<P...>::run, call, &emu_call<P...>::drop);
 }
 
 /* The C++ forms cuda_runtime.h declares only for nvcc. */

@@ -1,7 +1,8 @@
 /* cudnn_emu.cc - host stand-in for the cuDNN calls of the CUDA backend (cuda/attention_cudnn.cu):
  * the backend graph API for one fused scaled-dot-product attention node, forward or backward, so
  * that the cuDNN attention path runs under the CPU emulator of tests/emu/ without libcudnn.
- * "Device" pointers are host pointers; execution is synchronous on the calling thread.
+ * "Device" pointers are host pointers; a plan runs on the calling thread after the work queued on
+ * the handle's stream (runtime.cc's queues).
  *
  * It checks what real cuDNN would: attribute types and counts per descriptor, finalization order,
  * the SDPA node's tensors (bf16 q, k, v, o of [b, h, s, d] with unit last stride, d a multiple of
@@ -608,6 +609,7 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d, cudnnBa
 
 cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan_d, cudnnBackendDescriptor_t vp_d) {
   if (!h || h->magic != MAGIC_HANDLE) unsupported("cudnnBackendExecute: not a live handle");
+  emu_stream_force(h->stream); /* its stream's earlier work first; this plan runs now */
   const Desc *plan = as_desc(plan_d, "cudnnBackendExecute (plan)"), *vp = as_desc(vp_d, "cudnnBackendExecute (pack)");
   if (plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !plan->final || vp->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR ||
       !vp->final)

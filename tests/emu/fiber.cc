@@ -208,21 +208,39 @@ void nvcuda::wmma::emu_wmma_check(const void *p, unsigned ldm, size_t esize, con
 }
 uint64_t *emu_shfl_slots(void) { return L.slots.data(); }
 
-void emu_run(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg) {
+namespace {
+void run_kernel(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg);
+}
+
+void emu_run(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg,
+             void (*drop)(void *)) {
   const unsigned long long nthreads = (unsigned long long)c.block.x * c.block.y * c.block.z;
   const unsigned long long nblocks = (unsigned long long)c.grid.x * c.grid.y * c.grid.z;
   if (nthreads == 0 || nthreads > 1024 || c.block.z > 64 || nblocks == 0 || c.grid.y > 65535 ||
       c.grid.z > 65535) {
     emu_launch_error(cudaErrorInvalidConfiguration, name, "grid (%u,%u,%u), block (%u,%u,%u)", c.grid.x,
                      c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z);
+    drop(arg);
     return;
   }
   const size_t limit = emu_smem_limit(kernel);
   if (c.smem > limit) {
     emu_launch_error(cudaErrorInvalidValue, name, "%zu bytes of dynamic shared memory, the kernel may have %zu",
                      c.smem, limit);
+    drop(arg);
     return;
   }
+  const emu_config cc = c;
+  emu_enqueue(c.stream, [cc, name, kernel, body, arg, drop] {
+    run_kernel(cc, name, kernel, body, arg);
+    drop(arg);
+  });
+}
+
+namespace {
+void run_kernel(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg) {
+  const unsigned long long nthreads = (unsigned long long)c.block.x * c.block.y * c.block.z;
+  const unsigned long long nblocks = (unsigned long long)c.grid.x * c.grid.y * c.grid.z;
   if (L.fibers.size() < nthreads) {
     const size_t old = L.fibers.size();
     L.fibers.resize(nthreads);
@@ -265,3 +283,4 @@ void emu_run(const emu_config &c, const char *name, const void *kernel, void (*b
   L.direct = false;
   emu_count_launch(name, nblocks, nthreads);
 }
+} // namespace

@@ -3,8 +3,10 @@
  *
  * A communicator is MPI_COMM_WORLD (nccl_mpi.c; its size and this rank must be what
  * ncclCommInitRank is given).  All-reduce, reduce-scatter, all-gather and broadcast are the MPI
- * collectives on the host buffers that stand for device memory, done at once on the calling
- * thread; reductions of 8-64-bit integers and fp32/fp64 (sum, product, max, min, and avg of
+ * collectives on the host buffers that stand for device memory, done on the calling thread once
+ * the work queued on their stream has run (runtime.cc's queues; done at once rather than queued,
+ * as a rank that waits in MPI for a peer whose collective is still queued would never return);
+ * reductions of 8-64-bit integers and fp32/fp64 (sum, product, max, min, and avg of
  * floating types).  Calls inside ncclGroupStart/End run as they come: every rank issues them in
  * the same order.  Anything else (fp16/bf16 reductions, other operations) fails with
  * ncclInvalidArgument and a message. */
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu_internal.h"
 #include "emu_nccl_mpi.h"
 
 struct ncclComm {
@@ -165,19 +168,19 @@ extern "C" {
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
+  emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
   return reduction("ncclAllReduce", false, send, recv, count, type, op, comm);
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
+  emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
   return reduction("ncclReduceScatter", true, send, recv, count, type, op, comm);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
-  (void)stream;
+  emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
   const size_t size = type_size(type);
   if (!comm || !size) return invalid("ncclAllGather: no communicator, or a type that is not emulated");
   if (comm->nranks == 1) {
@@ -189,7 +192,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
+  emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
   const size_t size = type_size(type);
   if (!comm || !size || root < 0 || root >= comm->nranks)
     return invalid("ncclBroadcast: no communicator, a type that is not emulated, or a bad root");

@@ -4,8 +4,21 @@
  * memory per block, 80 GiB).  Device memory is host memory from aligned_alloc, recorded so that
  * copies, frees and cudaPointerGetAttributes can check what they are given: a device-to-host copy
  * whose source is not device memory is an error here, as it would be a wrong result or a fault on
- * the GPU.  Everything runs at once on the calling thread: streams and events only keep order
- * trivially, and event times are wall-clock times. */
+ * the GPU.
+ *
+ * Streams are queues (SCDINO_EMU_STREAMS=deferred, the default): a launch, an asynchronous copy or
+ * memset, an event record or wait is queued on its stream and runs only when something needs it:
+ * a synchronisation of its stream, an event or the device, a wait of another stream's work, a
+ * library call on its stream (cuBLAS, cuDNN and NCCL force their stream, then run at once), a
+ * query (one item per call, as a GPU makes progress while the host polls), cudaFree.  So work
+ * runs as late as CUDA allows, and a program that reads a result without waiting for it, lets a
+ * stream use what another has not finished, or rewrites a buffer an asynchronous copy still reads,
+ * sees stale or new data here, as it could on a GPU.  The legacy stream (0) is a queue too; it
+ * waits for, and is waited for by, streams created without cudaStreamNonBlocking, never by
+ * non-blocking ones.  Copies from pageable host memory take the data at the call, copies to it run
+ * at the call after their stream's earlier work, as CUDA's are.  SCDINO_EMU_STREAMS=sync runs
+ * everything at once on the calling thread instead.  Event times are wall-clock times at which
+ * the record runs. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "emu_internal.h"
 
@@ -43,9 +60,96 @@ cudaError_t last_error = cudaSuccess;
 std::map<const void *, size_t> *smem_limits;
 std::map<std::string, unsigned long long> *launch_counts;
 
+/* A stream: its queue, items queued and run so far (an item's sequence number is its place). */
+struct stream {
+  std::deque<std::function<void()>> q;
+  unsigned long long queued, ran;
+  bool blocking; /* created without cudaStreamNonBlocking: ordered with the legacy stream */
+  bool running;  /* an item of it is running (a wait on it from inside is a dependency cycle) */
+};
+std::vector<stream *> *streams; /* every stream ever created, the legacy one first */
+
+/* A recorded event: complete once its stream has run item seq (the record). */
 struct event {
   double t;
+  stream *s;
+  unsigned long long seq;
+  int pending;    /* records queued and not yet run */
+  bool destroyed; /* cudaEventDestroy came first: the last record frees it, as CUDA does */
 };
+
+bool deferred(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("SCDINO_EMU_STREAMS");
+    if (e && *e && strcmp(e, "sync") && strcmp(e, "deferred")) {
+      fprintf(stderr, "cuda emulator: SCDINO_EMU_STREAMS=%s (sync or deferred)\n", e);
+      exit(99);
+    }
+    v = !(e && !strcmp(e, "sync"));
+  }
+  return v;
+}
+
+stream *legacy(void) {
+  if (!streams) streams = new std::vector<stream *>{new stream{{}, 0, 0, false, false}};
+  return (*streams)[0];
+}
+
+stream *of(cudaStream_t s) {
+  return s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread ? legacy() : (stream *)s;
+}
+
+void run_one(stream *st) {
+  std::function<void()> f = std::move(st->q.front());
+  st->q.pop_front();
+  st->running = true;
+  f();
+  st->running = false;
+  st->ran++;
+}
+
+[[noreturn]] void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Run st's items up to sequence number seq. */
+void run_until(stream *st, unsigned long long seq) {
+  if (st->ran >= seq) return;
+  if (st->running) die("a stream waits for work queued after the item it is running (a dependency cycle)");
+  while (st->ran < seq) run_one(st);
+}
+
+void run_all(void) {
+  legacy();
+  for (bool any = true; any;) {
+    any = false;
+    for (stream *st : *streams)
+      if (st->ran < st->queued) run_until(st, st->queued), any = true;
+  }
+}
+
+void push(stream *st, std::function<void()> f) {
+  st->q.push_back(std::move(f));
+  st->queued++;
+}
+
+/* Queue f on s, after what the legacy stream's ordering asks for; run it at once in sync mode. */
+void enqueue(cudaStream_t s, std::function<void()> f) {
+  stream *st = of(s), *l = legacy();
+  if (st == l) {
+    for (stream *b : *streams)
+      if (b->blocking && b->queued > b->ran) {
+        const unsigned long long seq = b->queued;
+        push(st, [b, seq] { run_until(b, seq); });
+      }
+  } else if (st->blocking && l->queued > l->ran) {
+    const unsigned long long seq = l->queued;
+    push(st, [l, seq] { run_until(l, seq); });
+  }
+  push(st, std::move(f));
+  if (!deferred()) run_until(st, st->queued);
+}
+
+bool complete(const event *e) { return !e->s || e->s->ran >= e->seq; }
 
 double now(void) {
   struct timespec ts;
@@ -102,9 +206,12 @@ void *alloc(size_t bytes, cudaMemoryType type) {
   return p;
 }
 
+void run_all(void);
+
 cudaError_t release(void *p, cudaMemoryType type, const char *fn) {
   if (!p) return cudaSuccess;
   init();
+  run_all(); /* cudaFree and cudaFreeHost wait for the device */
   auto it = regions->find((uintptr_t)p);
   if (it == regions->end() || it->second.type != type)
     return fail(cudaErrorInvalidValue, "%s(%p): not the start of a %s allocation", fn, p,
@@ -133,6 +240,23 @@ void print_stats(void) {
 }
 
 } // namespace
+
+namespace {
+void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report("", fmt, ap);
+  va_end(ap);
+  exit(99);
+}
+} // namespace
+
+void emu_enqueue(cudaStream_t s, std::function<void()> work) { enqueue(s, std::move(work)); }
+
+void emu_stream_force(cudaStream_t s) {
+  stream *st = of(s);
+  run_until(st, st->queued);
+}
 
 void emu_die(const char *fmt, ...) {
   va_list ap;
@@ -292,7 +416,6 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
-  (void)s;
   if (!n) return cudaSuccess;
   const region *rd = find(dst, n, NULL), *rs = find(src, n, NULL);
   const bool dd = rd && rd->type == cudaMemoryTypeDevice, sd = rs && rs->type == cudaMemoryTypeDevice;
@@ -303,80 +426,122 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     return fail(cudaErrorInvalidValue, "cudaMemcpyAsync(%p, %p, %zu, kind %d): destination %s, source %s", dst, src,
                 n, (int)kind, dd ? "in device memory" : "not (wholly) in device memory",
                 sd ? "in device memory" : "not (wholly) in device memory");
-  memmove(dst, src, n);
+  if (!rs) { /* pageable source: CUDA stages it before returning */
+    std::shared_ptr<std::vector<char>> copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+    enqueue(s, [dst, copy] { memcpy(dst, copy->data(), copy->size()); });
+  } else if (!rd) { /* pageable destination: the call returns when the copy is done */
+    enqueue(s, [dst, src, n] { memmove(dst, src, n); });
+    emu_stream_force(s);
+  } else {
+    enqueue(s, [dst, src, n] { memmove(dst, src, n); });
+  }
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   waits[3]++;
-  return cudaMemcpyAsync(dst, src, n, kind, 0);
+  const cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, 0);
+  if (e == cudaSuccess) emu_stream_force(0);
+  return e;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-  (void)s;
   if (!n) return cudaSuccess;
   const region *r = find(p, n, NULL);
   if (!r || r->type != cudaMemoryTypeDevice)
     return fail(cudaErrorInvalidValue, "cudaMemsetAsync(%p, %d, %zu): not device memory", p, v, n);
-  memset(p, v, n);
+  enqueue(s, [p, v, n] { memset(p, v, n); });
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *p, int v, size_t n) { return cudaMemsetAsync(p, v, n, 0); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-  (void)flags;
-  *s = (cudaStream_t)malloc(64);
+  stream *st = new stream{{}, 0, 0, !(flags & cudaStreamNonBlocking), false};
+  legacy();
+  streams->push_back(st); /* kept: events recorded on it may outlive it */
+  *s = (cudaStream_t)st;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  free((void *)s);
+  emu_stream_force(s); /* its queued work still runs */
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  (void)s;
   waits[0]++;
+  emu_stream_force(s);
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
-  (void)s;
-  return cudaSuccess; /* everything queued has run */
+  stream *st = of(s);
+  if (st->ran < st->queued && !st->running) run_one(st); /* the GPU gets on while the host polls */
+  return st->ran < st->queued ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-  (void)s;
   (void)flags;
-  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: no event");
+  if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: no event");
+  const event *ev = (const event *)e;
+  if (ev->s) { /* an event never recorded is complete */
+    stream *src = ev->s;
+    const unsigned long long seq = ev->seq;
+    enqueue(s, [src, seq] { run_until(src, seq); });
+  }
+  return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
   waits[2]++;
+  run_all();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   (void)flags;
-  event *ev = new event{0.0};
+  event *ev = new event{0.0, NULL, 0, 0, false};
   *e = (cudaEvent_t)ev;
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete (event *)e;
+  event *ev = (event *)e;
+  if (!ev) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: no event");
+  if (ev->pending) /* CUDA returns at once and releases it when the device has completed it */
+    ev->destroyed = true;
+  else
+    delete ev;
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  (void)s;
   if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: no event");
-  ((event *)e)->t = now();
+  event *ev = (event *)e;
+  stream *st = of(s);
+  ev->pending++;
+  enqueue(s, [ev] {
+    ev->t = now();
+    if (--ev->pending == 0 && ev->destroyed) delete ev;
+  });
+  ev->s = st;
+  ev->seq = st->queued;
+  /* in sync mode the record ran inside enqueue, before seq was set: it is complete all the same */
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: no event");
+  if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: no event");
+  event *ev = (event *)e;
+  if (!complete(ev) && !ev->s->running) run_one(ev->s); /* progress while the host polls */
+  return complete(ev) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   waits[1]++;
-  return cudaEventQuery(e);
+  if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: no event");
+  event *ev = (event *)e;
+  if (ev->s) run_until(ev->s, ev->seq);
+  return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   if (!a || !b) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: no event");
+  /* as CUDA: both must have been recorded and have completed */
+  if (!((event *)a)->s || !((event *)b)->s)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+  if (!complete((event *)a) || !complete((event *)b)) return cudaErrorNotReady;
   *ms = (float)(1e3 * (((event *)b)->t - ((event *)a)->t));
   return cudaSuccess;
 }

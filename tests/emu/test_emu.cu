@@ -1,6 +1,8 @@
 /* test_emu.cu - the CPU emulator's own checks (tests/emu/): block barriers and static shared
  * memory, dynamic shared memory, warp shuffles, warp matrix products (wmma), grid and thread
- * coordinates, atomics, launch configuration errors, and the reports of a barrier that not every
+ * coordinates, atomics, launch configuration errors, streams as queues (the ordering CUDA promises
+ * and no more: legacy and non-blocking streams, events, pinned and pageable copies, polling), and
+ * the reports of a barrier that not every
  * thread reaches and of a misaligned wmma load (arguments "divergent" and "misaligned": the
  * program must end with status 99 and a message).  Written as CUDA, compiled through
  * tests/emu/rewrite.py like the backend. */
@@ -93,12 +95,102 @@ __global__ void divergent(int *x) {
   x[threadIdx.x] = 1;
 }
 
+__global__ void fill(int *x, int v, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = v;
+}
+__global__ void copy_ints(int *dst, const int *src, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+
+/* Streams as queues (runtime.cc, SCDINO_EMU_STREAMS=deferred): work runs when something waits for
+ * it, so a program that does not wait sees what it could see on a GPU. */
+static void check_streams(void) {
+  const int n = 64;
+  int *x, *y, h[n], *pin;
+  cudaMalloc((void **)&x, n * sizeof(int));
+  cudaMalloc((void **)&y, n * sizeof(int));
+  cudaMallocHost((void **)&pin, n * sizeof(int));
+  cudaStream_t s1, s2, sb;
+  cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+  cudaStreamCreate(&sb); /* blocking: ordered with the legacy stream */
+  cudaEvent_t e, e2;
+  cudaEventCreate(&e);
+  cudaEventCreate(&e2);
+  fill<<<1, n>>>(x, 1, n);
+  fill<<<1, n>>>(y, 1, n);
+  cudaDeviceSynchronize();
+
+  /* The legacy stream does not wait for a non-blocking one. */
+  fill<<<1, n, 0, s1>>>(x, 2, n);
+  cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 1 && h[n - 1] == 1, "a legacy copy after a non-blocking stream's kernel: %d (its earlier value 1)", h[0]);
+  cudaStreamSynchronize(s1);
+  cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 2, "after cudaStreamSynchronize: %d", h[0]);
+
+  /* It waits for a blocking stream's earlier work. */
+  fill<<<1, n, 0, sb>>>(x, 3, n);
+  cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 3, "a legacy copy after a blocking stream's kernel: %d", h[0]);
+
+  /* Another stream sees a stream's work only through an event. */
+  fill<<<1, n, 0, s1>>>(x, 4, n);
+  copy_ints<<<1, n, 0, s2>>>(y, x, n);
+  cudaStreamSynchronize(s2);
+  cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 3, "a copy on s2 without waiting for s1's fill: %d (the old 3)", h[0]);
+  fill<<<1, n, 0, s1>>>(x, 5, n);
+  cudaEventRecord(e, s1);
+  cudaStreamWaitEvent(s2, e, 0);
+  copy_ints<<<1, n, 0, s2>>>(y, x, n);
+  cudaStreamSynchronize(s2);
+  cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 5, "a copy on s2 after waiting for s1's event: %d", h[0]);
+  cudaDeviceSynchronize();
+
+  /* A pinned source is read when the copy runs, a pageable one at the call. */
+  for (int i = 0; i < n; i++) pin[i] = 6, h[i] = 7;
+  cudaMemcpyAsync(x, pin, n * sizeof(int), cudaMemcpyHostToDevice, s1);
+  cudaMemcpyAsync(y, h, n * sizeof(int), cudaMemcpyHostToDevice, s1);
+  for (int i = 0; i < n; i++) pin[i] = 8, h[i] = 9;
+  cudaStreamSynchronize(s1);
+  cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 8, "a pinned buffer rewritten before its copy ran: %d (the new 8)", h[0]);
+  cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+  CHECK(h[0] == 7, "a pageable buffer rewritten after cudaMemcpyAsync: %d (the staged 7)", h[0]);
+  /* A copy to pinned memory has landed only once its stream was waited for. */
+  pin[0] = -1;
+  cudaMemcpyAsync(pin, x, n * sizeof(int), cudaMemcpyDeviceToHost, s1);
+  CHECK(pin[0] == -1, "a pinned destination before the wait: %d", pin[0]);
+  cudaEventRecord(e, s1);
+  cudaEventRecord(e2, s1);
+  float ms = 0.0f;
+  CHECK(cudaEventElapsedTime(&ms, e, e2) == cudaErrorNotReady, "elapsed time of events not yet complete");
+  /* Polling makes progress, one item per query. */
+  int polls = 0;
+  while (cudaEventQuery(e2) == cudaErrorNotReady && polls < 100) polls++;
+  CHECK(polls >= 1 && polls < 100 && pin[0] == 8, "cudaEventQuery: %d polls, pinned %d", polls, pin[0]);
+  CHECK(cudaEventElapsedTime(&ms, e, e2) == cudaSuccess && ms >= 0.0f, "elapsed time once complete: %g", ms);
+  cudaEventDestroy(e);
+  cudaEventDestroy(e2);
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  cudaStreamDestroy(sb);
+  cudaFreeHost(pin);
+  cudaFree(x);
+  cudaFree(y);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "divergent")) {
     int *d;
     cudaMalloc((void **)&d, 64 * sizeof(int));
     divergent<<<1, 64>>>(d);
-    return 0; /* not reached: the emulator ends the program */
+    cudaDeviceSynchronize(); /* the kernel runs (and the emulator ends the program) */
+    return 0;
   }
   if (argc > 1 && !strcmp(argv[1], "misaligned")) {
     __nv_bfloat16 *a;
@@ -107,6 +199,7 @@ int main(int argc, char **argv) {
     cudaMalloc((void **)&c, 256 * sizeof *c);
     cudaMalloc((void **)&d, 512 * sizeof *d);
     wmma_tile<<<1, 32, 2 * 16 * 20 * sizeof(float)>>>(d, a, a, c, 8); /* A 16 bytes off */
+    cudaDeviceSynchronize();
     return 0; /* not reached */
   }
   const int nb = 3;
@@ -208,6 +301,9 @@ int main(int argc, char **argv) {
   CHECK(cudaGetLastError() == cudaSuccess, "the error was cleared");
   /* Copies check their direction against what is device memory. */
   CHECK(cudaMemcpy(hg, hf, 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue, "host-to-host called D2H");
+
+  const char *mode = getenv("SCDINO_EMU_STREAMS");
+  if (!mode || strcmp(mode, "sync")) check_streams();
 
   printf("%d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
