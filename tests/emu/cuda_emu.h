@@ -76,6 +76,9 @@ static const int warpSize = 32;
 void emu_syncthreads(void);
 void emu_syncwarp(void);
 void *emu_dynamic_smem(void);
+/* Static shared memory [p, p + n): filled with 0xff bytes by the first thread of each block that
+ * reaches its declaration (rewrite.py), as dynamic shared memory is at the start of each block. */
+void emu_shared_fresh(void *p, size_t n);
 uint64_t *emu_shfl_slots(void); /* one word per thread of the block */
 unsigned emu_tid(void);         /* linear thread index in the block */
 

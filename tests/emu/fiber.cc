@@ -88,6 +88,8 @@ struct launch {
   void *arg;
   const char *name;
   bool direct;       /* threads run as plain calls, one after another (see emu_run) */
+  unsigned long long block; /* blocks run so far: static shared memory is refilled once per block */
+  std::map<void *, unsigned long long> fresh; /* static shared memory: the block that last filled it */
   bool barrier_seen; /* some thread of this launch waited at a barrier */
 };
 
@@ -137,6 +139,20 @@ const char *state_name(state s) {
   exit(99);
 }
 
+/* Open the warp barrier of the warp starting at thread w if all its lanes have reached it. */
+bool release_warp(unsigned w) {
+  const unsigned end = w + 32 < L.nthreads ? w + 32 : L.nthreads;
+  unsigned wwait = 0, wdone = 0;
+  for (unsigned t = w; t < end; t++) {
+    wwait += L.fibers[t].st == WAIT_WARP;
+    wdone += L.fibers[t].st == DONE;
+  }
+  if (!wwait || wwait + wdone != end - w) return false;
+  if (wdone) divergent(w, end, "some lanes returned while others wait at a warp shuffle or __syncwarp");
+  for (unsigned t = w; t < end; t++) L.fibers[t].st = RUNNABLE;
+  return true;
+}
+
 /* Open the barriers that every participant has reached; returns whether any opened. */
 bool release(void) {
   unsigned waiting = 0, done = 0;
@@ -150,21 +166,29 @@ bool release(void) {
     return true;
   }
   bool opened = false;
-  for (unsigned w = 0; w < L.nthreads; w += 32) {
-    const unsigned end = w + 32 < L.nthreads ? w + 32 : L.nthreads;
-    unsigned wwait = 0, wdone = 0;
-    for (unsigned t = w; t < end; t++) {
-      wwait += L.fibers[t].st == WAIT_WARP;
-      wdone += L.fibers[t].st == DONE;
-    }
-    if (wwait && wwait + wdone == end - w) {
-      if (wdone) divergent(w, end, "some lanes returned while others wait at a warp shuffle or __syncwarp");
-      for (unsigned t = w; t < end; t++) L.fibers[t].st = RUNNABLE;
-      opened = true;
-    }
-  }
+  for (unsigned w = 0; w < L.nthreads; w += 32) opened |= release_warp(w);
   return opened;
 }
+
+/* SCDINO_EMU_ORDER=reverse runs the blocks of a grid, the warps of a block and the lanes of a warp
+ * last first, and each warp on through its warp barriers until it waits at __syncthreads or returns
+ * (the default, forward, runs every thread to its next barrier, of either kind, before any opens).
+ * A kernel that reads what another thread writes without a barrier between them, or rewrites what
+ * another warp has still to read, or counts on blocks running in order, then sees other values in
+ * one of the two orders. */
+bool reverse_order(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("SCDINO_EMU_ORDER");
+    if (e && *e && strcmp(e, "forward") && strcmp(e, "reverse"))
+      emu_die("SCDINO_EMU_ORDER=%s (forward or reverse)", e);
+    v = e && !strcmp(e, "reverse");
+  }
+  return v;
+}
+
+/* The i-th of n in the order of SCDINO_EMU_ORDER. */
+unsigned nth(unsigned i, unsigned n) { return reverse_order() ? n - 1 - i : i; }
 
 void run_block(void) {
   for (unsigned t = 0; t < L.nthreads; t++) {
@@ -172,13 +196,29 @@ void run_block(void) {
     ctx_make(&f.ctx, f.stack, STACK_BYTES);
     f.st = RUNNABLE;
   }
+  const unsigned nwarps = (L.nthreads + 31) / 32;
   for (;;) {
     bool ran = false;
-    for (unsigned t = 0; t < L.nthreads; t++) {
-      if (L.fibers[t].st != RUNNABLE) continue;
-      set_thread(t);
-      ctx_switch(&L.sched, &L.fibers[t].ctx);
-      ran = true;
+    if (reverse_order()) {
+      for (unsigned wi = 0; wi < nwarps; wi++) {
+        const unsigned w = nth(wi, nwarps) * 32, n = L.nthreads - w < 32 ? L.nthreads - w : 32;
+        do {
+          for (unsigned i = 0; i < n; i++) {
+            const unsigned t = w + nth(i, n);
+            if (L.fibers[t].st != RUNNABLE) continue;
+            set_thread(t);
+            ctx_switch(&L.sched, &L.fibers[t].ctx);
+            ran = true;
+          }
+        } while (release_warp(w));
+      }
+    } else {
+      for (unsigned t = 0; t < L.nthreads; t++) {
+        if (L.fibers[t].st != RUNNABLE) continue;
+        set_thread(t);
+        ctx_switch(&L.sched, &L.fibers[t].ctx);
+        ran = true;
+      }
     }
     bool done = true;
     for (unsigned t = 0; t < L.nthreads && done; t++) done = L.fibers[t].st == DONE;
@@ -207,6 +247,13 @@ void nvcuda::wmma::emu_wmma_check(const void *p, unsigned ldm, size_t esize, con
     emu_die("kernel %s: wmma::%s with ldm %u: a multiple of 16 bytes is required", L.name, what, ldm);
 }
 uint64_t *emu_shfl_slots(void) { return L.slots.data(); }
+
+void emu_shared_fresh(void *p, size_t n) {
+  unsigned long long &b = L.fresh[p];
+  if (b == L.block + 1) return; /* filled for this block (+1: map entries start at 0) */
+  memset(p, 0xff, n);
+  b = L.block + 1;
+}
 
 namespace {
 void run_kernel(const emu_config &c, const char *name, const void *kernel, void (*body)(void *), void *arg);
@@ -267,12 +314,15 @@ void run_kernel(const emu_config &c, const char *name, const void *kernel, void 
   for (unsigned z = 0; z < c.grid.z; z++)
     for (unsigned y = 0; y < c.grid.y; y++)
       for (unsigned x = 0; x < c.grid.x; x++) {
-        blockIdx.x = x;
-        blockIdx.y = y;
-        blockIdx.z = z;
+        blockIdx.x = nth(x, c.grid.x);
+        blockIdx.y = nth(y, c.grid.y);
+        blockIdx.z = nth(z, c.grid.z);
+        /* each block's shared memory starts undefined, not as the previous block left it */
+        if (c.smem) memset(L.smem.data(), 0xff, L.smem.size());
+        L.block++;
         if (L.direct) {
-          for (unsigned t = 0; t < L.nthreads; t++) {
-            set_thread(t);
+          for (unsigned i = 0; i < L.nthreads; i++) {
+            set_thread(nth(i, L.nthreads));
             body(arg);
           }
         } else {

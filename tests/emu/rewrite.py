@@ -4,7 +4,9 @@
   kernel<T><<<grid, block, smem, stream>>>(args);  ->  emu_launch(emu_cfg(grid, block, smem, stream),
                                                        "kernel<T>", kernel<T>, args);
   extern __shared__ float sm[];                    ->  float *sm = (float *)emu_dynamic_smem();
-  __shared__                                       ->  static (blocks run one after another)
+  __shared__ T a[N];                               ->  static T a[N]; emu_shared_fresh(&a, sizeof a);
+                                                       (blocks run one after another; each starts
+                                                       with a of 0xff bytes)
 
 A #line directive keeps compiler messages pointing at the .cu file.
 usage: rewrite.py IN.cu OUT.cc
@@ -71,8 +73,23 @@ def rewrite(s):
     s = "".join(out)
     s = re.sub(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;",
                r"\1 *\2 = (\1 *)emu_dynamic_smem();", s)
-    s = re.sub(r"\b__shared__\b", "static", s)
+    s = re.sub(r"\b__shared__\s+([^;]+);", static_shared, s)
     return s
+
+
+def static_shared(m):
+    """__shared__ T a[N], b; -> the statics, then emu_shared_fresh for each, which fills it with
+    0xff bytes once per block (a block's shared memory starts undefined, not as the last block left
+    it)."""
+    decls = m.group(1)
+    names = []
+    for d in decls.split(","):
+        head = d.split("[")[0]
+        ids = re.findall(r"[A-Za-z_]\w*", head)
+        if not ids:
+            raise SystemExit("rewrite.py: cannot find the name in __shared__ %s" % decls)
+        names.append(ids[-1])
+    return "static %s;%s" % (decls, "".join(" emu_shared_fresh(&%s, sizeof %s);" % (n, n) for n in names))
 
 
 def main():

@@ -104,6 +104,19 @@ __global__ void copy_ints(int *dst, const int *src, int n) {
   if (i < n) dst[i] = src[i];
 }
 
+/* Each block's shared memory starts undefined (0xff bytes here), not as the previous block left
+ * it: out[b] is what block b finds before writing. */
+__global__ void shared_fresh(int *out) {
+  __shared__ int st[2];
+  extern __shared__ int dyn[];
+  if (threadIdx.x == 0) {
+    out[2 * blockIdx.x] = st[1];
+    out[2 * blockIdx.x + 1] = dyn[3];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) st[1] = dyn[3] = (int)blockIdx.x + 1;
+}
+
 /* Streams as queues (runtime.cc, SCDINO_EMU_STREAMS=deferred): work runs when something waits for
  * it, so a program that does not wait sees what it could see on a GPU. */
 static void check_streams(void) {
@@ -301,6 +314,18 @@ int main(int argc, char **argv) {
   CHECK(cudaGetLastError() == cudaSuccess, "the error was cleared");
   /* Copies check their direction against what is device memory. */
   CHECK(cudaMemcpy(hg, hf, 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue, "host-to-host called D2H");
+
+  {
+    int *o, ho[6];
+    cudaMalloc((void **)&o, sizeof ho);
+    shared_fresh<<<3, 32, 16>>>(o);
+    cudaMemcpy(ho, o, sizeof ho, cudaMemcpyDeviceToHost);
+    int fresh = 0;
+    for (int i = 0; i < 6; i++) fresh += ho[i] == -1;
+    CHECK(fresh == 6, "shared memory at the start of a block: %d of 6 were 0xff bytes (%d %d %d %d %d %d)", fresh,
+          ho[0], ho[1], ho[2], ho[3], ho[4], ho[5]);
+    cudaFree(o);
+  }
 
   const char *mode = getenv("SCDINO_EMU_STREAMS");
   if (!mode || strcmp(mode, "sync")) check_streams();
