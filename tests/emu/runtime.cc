@@ -109,12 +109,10 @@ void run_one(stream *st) {
   st->ran++;
 }
 
-[[noreturn]] void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /* Run st's items up to sequence number seq. */
 void run_until(stream *st, unsigned long long seq) {
   if (st->ran >= seq) return;
-  if (st->running) die("a stream waits for work queued after the item it is running (a dependency cycle)");
+  if (st->running) emu_die("a stream waits for work queued after the item it is running (a dependency cycle)");
   while (st->ran < seq) run_one(st);
 }
 
@@ -239,16 +237,6 @@ void print_stats(void) {
     for (auto &kv : *launch_counts) fprintf(stderr, "cuda emulator: %10llu %s\n", kv.second, kv.first.c_str());
 }
 
-} // namespace
-
-namespace {
-void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  report("", fmt, ap);
-  va_end(ap);
-  exit(99);
-}
 } // namespace
 
 void emu_enqueue(cudaStream_t s, std::function<void()> work) { enqueue(s, std::move(work)); }
