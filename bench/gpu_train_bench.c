@@ -3,7 +3,7 @@
  *
  * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp32] [-s steps] [-w warmup]
  *            [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-g global] [-l local]
- *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-x] [-M]
+ *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-W peak_gbps] [-x] [-M]
  * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
  * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
  * attention, other); -M uses the MPI gradient communicator instead of NCCL.  The attention
@@ -20,6 +20,10 @@
  * comparable with bench/torch_dino_step.py.  FLOPs are counted explicitly (matmuls and attention,
  * 2 per multiply-add; backward = 2 x forward; the teacher runs forward only) and MFU is FLOPs per
  * second over the peak: -T, or 989 TFLOP/s (dense bf16) / 67 TFLOP/s (fp32) on H100 and H200.
+ * The model step is also set against its floor (bench/ops_traffic.h): for every op, the larger of
+ * its FLOPs over that peak and the bytes it must move over the memory bandwidth (-W GB/s, or 3352
+ * on H100 SXM, 4800 on H200), summed over the step's ops; with -x, each kind of op's GPU time next
+ * to its floor and the bandwidth its ops reached.
  * Out-of-memory ends the run with status 1 and a message (tests/gpu/run.sh uses that to find the
  * largest batch that fits).  Then "RESULT key=value ..." for tests/gpu/run.sh, and BENCH lines
  * (bench/bench_result.h) named gpu_train.PRECISION.ATTENTION[.Ngpu] for bench/run_all. */
@@ -43,6 +47,7 @@
 #include "grad_comm.h"
 #include "log.h"
 #include "ops.h"
+#include "ops_traffic.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -75,9 +80,9 @@ int main(int argc, char **argv) {
                               .norm_last_layer = 1};
   int B = 64, G = 224, Lsz = 96, nl = 8, steps = 10, warm = 3, raw_side = 256, prof = 0, use_mpi = 0;
   int opt;
-  double peak_tflops = 0;
+  double peak_tflops = 0, peak_gbps = 0;
   const char *precision = "bf16";
-  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:xM")) != -1) {
+  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xM")) != -1) {
     switch (opt) {
     case 'B': B = atoi(optarg); break;
     case 'P': precision = optarg; break;
@@ -94,6 +99,7 @@ int main(int argc, char **argv) {
     case 'K': s.head.out_dim = atoi(optarg); break;
     case 'R': raw_side = atoi(optarg); break;
     case 'T': peak_tflops = atof(optarg); break;
+    case 'W': peak_gbps = atof(optarg); break;
     case 'x': prof = 1; break;
     case 'M': use_mpi = 1; break;
     default: fprintf(stderr, "see the header of bench/gpu_train_bench.c for the options\n"); return 2;
@@ -105,12 +111,14 @@ int main(int argc, char **argv) {
   }
   s.vit.mlp_hidden = 4 * s.vit.dim;
   s.vit.pos_grid = 224 / s.vit.patch;
-  const struct ops *ops = backend_cuda_for(precision);
-  if (!ops) {
+  const struct ops *cuda_ops = backend_cuda_for(precision);
+  if (!cuda_ops) {
     fprintf(stderr, "gpu_train_bench: no usable GPU: %s\n", backend_cuda_why_not());
     comm_finalize();
     return 77;
   }
+  /* every op counted (bytes, FLOPs) on its way to the backend: the floor of the model step */
+  const struct ops *ops = ops_traffic_wrap(cuda_ops, 0);
   struct backend_cuda_info info;
   backend_cuda_info(&info);
   const int world = comm_size(), rank = comm_rank();
@@ -149,6 +157,10 @@ int main(int argc, char **argv) {
   double peak = peak_tflops * 1e12;
   if (peak <= 0 && (strstr(info.name, "H100") || strstr(info.name, "H200")))
     peak = fp32 ? 66.9e12 : 989.4e12; /* SXM dense peaks (bf16 tensor cores / fp32 CUDA cores) */
+  double bw = peak_gbps * 1e9;
+  if (bw <= 0 && strstr(info.name, "H200")) bw = 4.8e12;                /* HBM3e */
+  else if (bw <= 0 && strstr(info.name, "H100")) bw = strstr(info.name, "PCIe") ? 2.0e12 : 3.352e12;
+  ops_traffic_set_peaks(peak, bw);
   if (rank == 0) {
     printf("GPU %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d, cuBLASLt %zu; %d rank%s\n",
            info.name, info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0,
@@ -173,6 +185,7 @@ int main(int argc, char **argv) {
   double *t_comm = calloc((size_t)total, sizeof(double)), *t_model = calloc((size_t)total, sizeof(double));
   float *gl = NULL, *lc = NULL;
   double last_loss = 0;
+  struct ops_traffic tr = {0}; /* of the last model-only step */
   for (int phase = 0; phase < 2; phase++) { /* 0: full steps, 1: model only (crops reused) */
     for (int it = 0; it < total + (phase == 1 && prof); it++) {
       const int profiling = phase == 1 && it == total;
@@ -182,6 +195,7 @@ int main(int argc, char **argv) {
       }
       ops->sync();
       comm_barrier();
+      ops_traffic_read(NULL, 1);
       const double t0 = wtime(), h0 = augment_gpu_host_seconds(ag), c0 = gc->wait_seconds;
       float aug_ms = 0;
       if (phase == 0) {
@@ -208,10 +222,17 @@ int main(int argc, char **argv) {
         struct ops_profile pf;
         ops->profile(&pf, 1);
         backend_cuda_set_profiling(0);
-        if (rank == 0)
+        if (rank == 0) {
           printf("profiled model step: GPU time in GEMMs %.1f ms, attention %.1f ms, other ops %.1f ms "
                  "(%ld ops); step %.1f ms with the event overhead\n",
                  1e3 * pf.gemm_s, 1e3 * pf.attn_s, 1e3 * pf.other_s, pf.calls, 1e3 * (t1 - t0));
+          if (bw > 0 && peak > 0)
+            printf("profiled model step against its floor: GEMMs %.2fx (%.0f TFLOP/s), attention %.2fx "
+                   "(%.0f TFLOP/s), other ops %.2fx (%.0f GB/s of %.0f)\n",
+                   pf.gemm_s / tr.floor_s[TRAFFIC_GEMM], tr.flops[TRAFFIC_GEMM] / pf.gemm_s / 1e12,
+                   pf.attn_s / tr.floor_s[TRAFFIC_ATTN], tr.flops[TRAFFIC_ATTN] / pf.attn_s / 1e12,
+                   pf.other_s / tr.floor_s[TRAFFIC_OTHER], tr.bytes[TRAFFIC_OTHER] / pf.other_s / 1e9, bw / 1e9);
+        }
         continue;
       }
       const double step = t1 - t0, data = (augment_gpu_host_seconds(ag) - h0) + aug_ms * 1e-3;
@@ -222,6 +243,7 @@ int main(int argc, char **argv) {
         t_comm[it] = comm;
       } else {
         t_model[it] = step;
+        ops_traffic_read(&tr, 0); /* every model-only step calls the same ops */
       }
       if (rank == 0 && (phase == 0 || it == total - 1))
         printf("%s step %2d%s: %.1f ms (data %.1f, compute %.1f, comm %.1f); loss %.4f\n",
@@ -242,14 +264,27 @@ int main(int argc, char **argv) {
            100 * mfu);
     printf("model only (no augmentation): %.1f ms per step, %.1f images/s per GPU, MFU %.1f%%\n", 1e3 * tm,
            B / tm, 100 * mfu_m);
+    const double floor_s = tr.floor_s[TRAFFIC_GEMM] + tr.floor_s[TRAFFIC_ATTN] + tr.floor_s[TRAFFIC_OTHER];
+    const double moved = tr.bytes[TRAFFIC_GEMM] + tr.bytes[TRAFFIC_ATTN] + tr.bytes[TRAFFIC_OTHER];
+    printf("model step's ops: %.1f GFLOP, %.2f GB moved at least (GEMMs %.2f, attention %.2f, other ops %.2f GB), "
+           "%ld calls\n", (tr.flops[TRAFFIC_GEMM] + tr.flops[TRAFFIC_ATTN]) / 1e9, moved / 1e9,
+           tr.bytes[TRAFFIC_GEMM] / 1e9, tr.bytes[TRAFFIC_ATTN] / 1e9, tr.bytes[TRAFFIC_OTHER] / 1e9,
+           tr.calls[TRAFFIC_GEMM] + tr.calls[TRAFFIC_ATTN] + tr.calls[TRAFFIC_OTHER]);
+    if (floor_s > 0)
+      printf("floor of the model step at %.0f TFLOP/s and %.0f GB/s: %.2f ms (GEMMs %.2f, attention %.2f, other "
+             "ops %.2f); measured %.2fx the floor, MFU at the floor %.1f%%\n",
+             peak / 1e12, bw / 1e9, 1e3 * floor_s, 1e3 * tr.floor_s[TRAFFIC_GEMM], 1e3 * tr.floor_s[TRAFFIC_ATTN],
+             1e3 * tr.floor_s[TRAFFIC_OTHER], tm / floor_s, 100 * flops / floor_s / peak);
+    else
+      printf("floor of the model step: unknown peaks (-T TFLOP/s, -W GB/s)\n");
     printf("memory: backend peak %.1f MiB (parameters, gradients, moments, activations, scratch); device "
            "in use %.1f of %.1f MiB (with CUDA context, cuBLASLt, NCCL)\n",
            peak_b / 1048576.0, (tot - fr) / 1048576.0, tot / 1048576.0);
     printf("RESULT precision=%s attention=%s comm=%s batch=%d world=%d step_ms=%.2f data_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
            "images_per_s=%.1f mfu=%.4f model_step_ms=%.2f model_images_per_s=%.1f model_mfu=%.4f "
-           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f\n",
+           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f floor_ms=%.2f traffic_gb=%.2f\n",
            precision, backend_cuda_attention(), gc->name, B, world, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, mfu, 1e3 * tm,
-           B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9);
+           B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9, 1e3 * floor_s, moved / 1e9);
     /* The same headline numbers as BENCH lines for bench/run_all (bench/bench_result.h). */
     char name[64], notes[512];
     snprintf(name, sizeof name, "gpu_train.%s.%s", precision, backend_cuda_attention());
@@ -267,6 +302,9 @@ int main(int argc, char **argv) {
     bench_result(name, "comm_time", 1e3 * tc, "ms", "exposed gradient and centre all-reduce wait, per step");
     bench_result(name, "model_images_per_s", B / tm, "images/s", "per GPU, crops reused (no augmentation)");
     bench_result(name, "model_mfu", 100 * mfu_m, "%", "crops reused (no augmentation)");
+    if (floor_s > 0)
+      bench_result(name, "model_vs_floor", tm / floor_s, "x", "model step over its floor (%.2f ms: per op, FLOPs at "
+                   "%.0f TFLOP/s or bytes at %.0f GB/s)", 1e3 * floor_s, peak / 1e12, bw / 1e9);
     bench_result(name, "peak_memory", peak_b / 1048576.0, "MiB", "backend peak (device in use %.0f MiB)",
                  (tot - fr) / 1048576.0);
   }

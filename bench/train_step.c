@@ -2,12 +2,15 @@
  *
  * usage: train_step [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-B batch] [-g global]
  *                   [-l local] [-n n_local] [-K out_dim] [-M head_hidden] [-b bottleneck]
- *                   [-s steps] [-t threads] [-G]
+ *                   [-s steps] [-t threads] [-G] [-a act_bytes] [-O]
  * One step = teacher forward, student forward (global + local crops), DINO loss, backward,
  * centre update, per-tensor clipping, AdamW, EMA: what the training loop runs per iteration.
  * -G: also replay every GEMM of one step (the shapes recorded from the Linear and matmul ops) as a
  * plain cblas_sgemm loop with the same thread count, and print the GEMM efficiency: that loop's
- * time over the time the step's GEMM ops took (bench/cpu_vs_torch.sh). */
+ * time over the time the step's GEMM ops took (bench/cpu_vs_torch.sh).
+ * Every run also counts the bytes each op must move and the FLOPs of one step (bench/ops_traffic.h)
+ * and prints them by op kind with the rates reached; -a charges activations as that many bytes per
+ * element (2: what the GPU's bf16 step moves; default 4, this backend's fp32), -O lists every op. */
 #include "build_config.h"
 
 #include <cblas.h>
@@ -23,6 +26,7 @@
 #include "dino_model.h"
 #include "log.h"
 #include "ops.h"
+#include "ops_traffic.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -110,8 +114,8 @@ int main(int argc, char **argv) {
   s.vit = (struct vit_dims){16, 5, 192, 12, 3, 768, 14, 0.1};
   s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
                               .norm_last_layer = 1};
-  int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, gemm = 0, opt;
-  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:M:b:s:t:G")) != -1) {
+  int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, gemm = 0, act_bytes = 0, per_op = 0, opt;
+  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:M:b:s:t:Ga:O")) != -1) {
     switch (opt) {
     case 'D': s.vit.dim = atoi(optarg); break;
     case 'L': s.vit.depth = atoi(optarg); break;
@@ -128,11 +132,14 @@ int main(int argc, char **argv) {
     case 'G': gemm = 1; break;
     case 's': steps = atoi(optarg); break;
     case 't': threads = atoi(optarg); break;
+    case 'a': act_bytes = atoi(optarg); break;
+    case 'O': per_op = 1; break;
     default: fprintf(stderr, "see the header of bench/train_step.c for the options\n"); return 2;
     }
   }
-  if (steps < 1 || B < 1 || nl < 0 || s.vit.dim < 1 || s.vit.depth < 1 || s.vit.heads < 1 || s.vit.patch < 1) {
-    fprintf(stderr, "train_step: -s, -B, -D, -L, -H and -p must be positive, -n not negative\n");
+  if (steps < 1 || B < 1 || nl < 0 || s.vit.dim < 1 || s.vit.depth < 1 || s.vit.heads < 1 || s.vit.patch < 1 ||
+      act_bytes < 0) {
+    fprintf(stderr, "train_step: -s, -B, -D, -L, -H and -p must be positive, -n and -a not negative\n");
     return 2;
   }
   s.vit.mlp_hidden = 4 * s.vit.dim;
@@ -143,7 +150,7 @@ int main(int argc, char **argv) {
   recorder.linear_fwd = r_linear_fwd;
   recorder.linear_bwd = r_linear_bwd;
   recorder.matmul_f32 = r_matmul;
-  const struct ops *ops = gemm ? &recorder : real;
+  const struct ops *ops = ops_traffic_wrap(gemm ? &recorder : real, (size_t)act_bytes);
   ops->set_threads(threads);
   struct bench_step st;
   bench_step_init(&st, ops, &s, B, nl, G, L);
@@ -169,9 +176,12 @@ int main(int argc, char **argv) {
          tensors_numel(&m->tt), m->acts.size / 1048576.0, flops / 1e9, flops);
 
   double best = 1e300, best_gemm = 0;
+  struct ops_profile p1 = {0}; /* step 1's op times, for its traffic */
+  struct ops_traffic tr;
   for (int it = 0; it <= steps; it++) {
     struct ops_profile p;
     ops->profile(NULL, 1);
+    ops_traffic_read(NULL, 1);
     recording = it == 1; /* the shapes are the same every step */
     struct dino_droppath dp = {40, (uint64_t)it, NULL};
     const double t0 = wtime();
@@ -187,6 +197,10 @@ int main(int argc, char **argv) {
     dino_model_ema(m, 0.996);
     const double t4 = wtime();
     ops->profile(&p, 0);
+    if (it == 1) {
+      p1 = p;
+      ops_traffic_read(&tr, 0);
+    }
     const double tot = t4 - t0;
     printf("%s step %d: %.3f s (forward %.3f, loss %.3f, backward %.3f, optimizer+EMA %.3f) "
            "GEMM %.1f%%, attention %.1f%%, other ops %.1f%%; %.1f GFLOP/s; %.2f images/s; loss %.4f\n",
@@ -199,6 +213,19 @@ int main(int argc, char **argv) {
     }
   }
   printf("best step %.3f s, %.1f GFLOP/s, %.2f images/s\n", best, flops / best / 1e9, B / best);
+  const double tsec[TRAFFIC_CLASSES] = {p1.gemm_s, p1.attn_s, p1.other_s};
+  const char *const kind[TRAFFIC_CLASSES] = {"GEMMs", "attention", "other ops"};
+  double all = 0;
+  printf("traffic of step 1 (each op's inputs read once, outputs written once; activations %d bytes wide):\n",
+         act_bytes ? act_bytes : (int)ops->act_size);
+  for (int c = 0; c < TRAFFIC_CLASSES; c++) {
+    all += tr.bytes[c];
+    printf("  %-9s %9.3f GB %10.2f GFLOP in %.3f s: %.2f GB/s, %.1f GFLOP/s\n", kind[c], tr.bytes[c] / 1e9,
+           tr.flops[c] / 1e9, tsec[c], tsec[c] > 0 ? tr.bytes[c] / tsec[c] / 1e9 : 0,
+           tsec[c] > 0 ? tr.flops[c] / tsec[c] / 1e9 : 0);
+  }
+  printf("  all       %9.3f GB; host link %.3f GB\n", all / 1e9, tr.host_bytes / 1e9);
+  if (per_op) ops_traffic_print_ops(stdout, "    ");
   char nthr[16] = "default";
   if (threads > 0) snprintf(nthr, sizeof nthr, "%d", threads);
   char notes[256];
@@ -207,6 +234,7 @@ int main(int argc, char **argv) {
   bench_result("train_step", "step_time", best, "s", "%s", notes);
   bench_result("train_step", "images_per_s", B / best, "images/s", "%s", notes);
   bench_result("train_step", "gflops", flops / best / 1e9, "GFLOP/s", "%.3g GFLOP per step", flops / 1e9);
+  bench_result("train_step", "traffic", all / 1e9, "GB", "bytes the ops of one step move at least (%s)", notes);
   if (gemm) gemm_efficiency(best_gemm, threads, notes);
   free(h);
   ops->free(g);

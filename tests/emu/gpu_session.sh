@@ -33,7 +33,10 @@ for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-fp32 scdino-bf16
 done
 for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn; do
   expect_grep "^$r: profiled model step: GPU time in GEMMs [0-9.]+ ms, attention [0-9.]+ ms, other ops "
+  expect_grep "^$r: profiled model step against its floor: GEMMs [0-9.]+x \\([0-9]+ TFLOP/s\\), attention [0-9.]+x"
 done
+# the model step's floor (bench/ops_traffic.h) in the table, under each run
+expect_grep '^  model only +4 +[0-9.]+ +[0-9.]+ +[0-9.]+  floor [0-9]+\.[0-9]{2} ms$'
 expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'

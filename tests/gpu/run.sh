@@ -225,8 +225,8 @@ if [ -s "${results:-/nonexistent}" ]; then
         "$(get images_per_s)" "$(get mfu)" "$(get data_ms)" "$(get compute_ms)" "$(get comm_ms)" \
         "$(get peak_mib)"
       if [ -n "$(get model_step_ms)" ]; then
-        printf '%-20s %5s %9s %9s %6s\n' "  model only" "$(get batch)" "$(get model_step_ms)" \
-          "$(get model_images_per_s)" "$(get model_mfu)"
+        printf '%-20s %5s %9s %9s %6s  floor %s ms\n' "  model only" "$(get batch)" "$(get model_step_ms)" \
+          "$(get model_images_per_s)" "$(get model_mfu)" "$(get floor_ms)"
       fi
     done < "$results"
   } | tee -a "$summary"
