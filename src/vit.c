@@ -144,6 +144,7 @@ void vit_pass_plan(struct vit_pass *p, const struct vit *v, struct arena *a, con
       b->mean2 = arena_take(a, T * sizeof(float), "%s.blocks.%d.ln2_mean", tag, i);
       b->rstd2 = arena_take(a, T * sizeof(float), "%s.blocks.%d.ln2_rstd", tag, i);
       b->h = arena_take(a, MUL_SIZE(T, Hm) * e, "%s.blocks.%d.fc1", tag, i);
+      b->g = arena_take(a, MUL_SIZE(T, Hm) * e, "%s.blocks.%d.gelu", tag, i);
       b->xout = arena_take(a, TD, "%s.blocks.%d.x_out", tag, i);
     } else {
       /* Inference: the LayerNorm outputs and the attention output share one buffer, the residual
@@ -182,7 +183,6 @@ void vit_scratch_plan(struct vit_scratch *s, const struct vit *v, struct arena *
   s->Tmax = Tmax;
   s->tmp = arena_take(a, TD, "vit.tmp");
   if (!train) return;
-  s->g = arena_take(a, MUL_SIZE(Tmax, Hm) * e, "vit.gelu");
   s->dln = arena_take(a, TD, "vit.d_ln");
   s->dattn = arena_take(a, TD, "vit.d_attn");
   s->dqkv = arena_take(a, 3 * TD, "vit.d_qkv");
@@ -228,7 +228,9 @@ static void block_forward(const struct vit *v, const struct ops *ops, const floa
   ops->layernorm_fwd(A->ln2, A->mean2, A->rstd2, A->xmid, D, P + w->n2w, P + w->n2b, T, D,
                      VIT_LN_EPS);
   ops->linear_fwd(A->h, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D);
-  void *g = p->train ? s->g : A->h; /* training keeps the pre-activation for GELU backward */
+  /* Training keeps the pre-activation for GELU's backward and the output for fc2's: reading
+   * the output back costs less than computing it again (the step's traffic, bench/README.md). */
+  void *g = p->train ? A->g : A->h;
   ops->gelu_fwd(g, A->h, (size_t)T * Hm);
   ops->linear_fwd(s->tmp, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
   ops->residual_fwd(A->xout, A->xmid, s->tmp, dp_scales(v, p, i, 1), B, N, D);
@@ -285,8 +287,7 @@ void vit_backward_block(const struct vit *v, const struct ops *ops, const float 
     ops->residual_bwd(s->tmp, p->dres, s2, B, N, D);
     dz = s->tmp;
   }
-  ops->gelu_fwd(s->g, A->h, (size_t)T * Hm); /* recompute instead of keeping it */
-  ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, s->g, P + w->fc2w, T, D, Hm);
+  ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, P + w->fc2w, T, D, Hm);
   ops->gelu_bwd(s->dh, s->dh, A->h, (size_t)T * Hm);
   ops->linear_bwd(s->dln, G + w->fc1w, G + w->fc1b, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
   ops->layernorm_bwd(p->dres, G + w->n2w, G + w->n2b, s->dln, A->xmid, D, A->mean2, A->rstd2,

@@ -59,6 +59,7 @@ double vit_drop_rate(const struct vit_dims *d, int block);
 
 struct vit_block_acts {
   void *ln1, *qkv, *state, *attn, *xmid, *ln2, *h, *xout;
+  void *g; /* GELU output (training; fc2's weight gradient reads it): kept, not recomputed */
   float *mean1, *rstd1, *mean2, *rstd2;
 };
 
@@ -79,7 +80,6 @@ struct vit_pass {
 struct vit_scratch {
   size_t Tmax;          /* rows (tokens) the buffers hold */
   void *tmp;            /* [T, D] branch outputs / scaled branch gradients */
-  void *g;              /* [T, hidden] GELU outputs (recomputed in backward) */
   void *dln, *dattn, *dqkv, *dh, *dpatches;
   float *dpos;          /* [1+Np, D] gradient of the interpolated position embedding */
 };
