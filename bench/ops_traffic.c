@@ -10,7 +10,8 @@
   X(UPLOAD, upload) X(DOWNLOAD, download) X(COPY, copy) X(ZERO, zero) X(ACT_FROM, act_from_f32) \
   X(ACT_TO, act_to_f32) X(LINEAR_FWD, linear_fwd) X(LINEAR_BWD, linear_bwd) X(MATMUL, matmul_f32) \
   X(PATCHIFY, patchify) X(TOKENS_FWD, tokens_fwd) X(TOKENS_BWD, tokens_bwd)                      \
-  X(LN_FWD, layernorm_fwd) X(LN_BWD, layernorm_bwd) X(L2_FWD, l2norm_fwd) X(L2_BWD, l2norm_bwd)  \
+  X(LN_FWD, layernorm_fwd) X(LN_BWD, layernorm_bwd) X(RES_LN_FWD, residual_layernorm_fwd)         \
+  X(LN_RES_BWD, layernorm_residual_bwd) X(L2_FWD, l2norm_fwd) X(L2_BWD, l2norm_bwd)               \
   X(WN_FWD, weightnorm_fwd) X(WN_BWD, weightnorm_bwd) X(ATTN_FWD, attn_fwd) X(ATTN_BWD, attn_bwd) \
   X(GELU_FWD, gelu_fwd) X(GELU_BWD, gelu_bwd) X(RES_FWD, residual_fwd) X(RES_BWD, residual_bwd)  \
   X(LOSS, dino_loss) X(CENTER, center_update) X(SEG_NORMS, seg_norms) X(SEG_SCALE, seg_scale)    \
@@ -139,6 +140,24 @@ static void t_ln_bwd(void *dx, float *dg, float *db, const void *dy, const void 
   charge(OP_LN_BWD, TRAFFIC_OTHER, bytes, 0);
   in->layernorm_bwd(dx, dg, db, dy, x, ldx, mean, rstd, g, rows, D);
 }
+/* x and f read, y and ln written: the sum is not read back from memory */
+static void t_res_ln_fwd(void *y, void *ln, float *mean, float *rstd, const void *x, const void *f,
+                         const float *s, const float *g, const float *b, int B, int rps, int D, float eps) {
+  const double r = (double)B * rps, d = D;
+  charge(OP_RES_LN_FWD, TRAFFIC_OTHER,
+         4 * A * r * d + 2 * F * d + F * r * ((mean != NULL) + (rstd != NULL)) + (s ? F * B : 0), 0);
+  in->residual_layernorm_fwd(y, ln, mean, rstd, x, f, s, g, b, B, rps, D, eps);
+}
+/* layernorm_bwd's bytes and df written: dx is not read again for the branch gradient */
+static void t_ln_res_bwd(void *dx, float *dg, float *db, void *df, const float *s, const void *dy, const void *x,
+                         const float *mean, const float *rstd, const float *g, int B, int rps, int D) {
+  const double r = (double)B * rps, d = D;
+  double bytes = 5 * A * r * d + 2 * F * r + F * d + (s ? F * B : 0);
+  if (dg) bytes += 2 * F * d;
+  if (db) bytes += 2 * F * d;
+  charge(OP_LN_RES_BWD, TRAFFIC_OTHER, bytes, 0);
+  in->layernorm_residual_bwd(dx, dg, db, df, s, dy, x, mean, rstd, g, B, rps, D);
+}
 static void t_l2_fwd(void *y, float *norm, const void *x, int rows, int D) {
   charge(OP_L2_FWD, TRAFFIC_OTHER, 2 * A * rows * (double)D + F * rows, 0);
   in->l2norm_fwd(y, norm, x, rows, D);
@@ -257,6 +276,8 @@ const struct ops *ops_traffic_wrap(const struct ops *inner, size_t act_bytes) {
   w.tokens_bwd = t_tokens_bwd;
   w.layernorm_fwd = t_ln_fwd;
   w.layernorm_bwd = t_ln_bwd;
+  w.residual_layernorm_fwd = t_res_ln_fwd;
+  w.layernorm_residual_bwd = t_ln_res_bwd;
   w.l2norm_fwd = t_l2_fwd;
   w.l2norm_bwd = t_l2_bwd;
   w.weightnorm_fwd = t_wn_fwd;
@@ -318,7 +339,7 @@ void ops_traffic_print_ops(FILE *f, const char *indent) {
   for (int j = 0; j < NOPS; j++) {
     const int i = idx[j];
     if (per[i].bytes <= 0) continue;
-    fprintf(f, "%s%-15s %6ld calls %10.3f GB %5.1f%%\n", indent, op_names[i], per[i].calls, per[i].bytes / 1e9,
+    fprintf(f, "%s%-22s %6ld calls %10.3f GB %5.1f%%\n", indent, op_names[i], per[i].calls, per[i].bytes / 1e9,
             100 * per[i].bytes / all);
   }
 }

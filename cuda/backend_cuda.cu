@@ -451,6 +451,20 @@ static void o_ln_bwd(void *dx, float *dg, float *db, const void *dy, const void 
                                    g, rows, D));
 }
 template <typename T>
+static void o_res_ln_fwd(void *y, void *ln, float *mean, float *rstd, const void *x, const void *f,
+                         const float *s, const float *g, const float *b, int B, int rps, int D,
+                         float eps) {
+  PROF(P_OTHER, k_residual_layernorm_fwd<T>((T *)y, (T *)ln, mean, rstd, (const T *)x,
+                                            (const T *)f, s, g, b, B, rps, D, eps));
+}
+template <typename T>
+static void o_ln_res_bwd(void *dx, float *dg, float *db, void *df, const float *s, const void *dy,
+                         const void *x, const float *mean, const float *rstd, const float *g,
+                         int B, int rps, int D) {
+  PROF(P_OTHER, k_layernorm_residual_bwd<T>((T *)dx, dg, db, (T *)df, s, (const T *)dy,
+                                            (const T *)x, mean, rstd, g, B, rps, D));
+}
+template <typename T>
 static void o_l2_fwd(void *y, float *norm, const void *x, int rows, int D) {
   PROF(P_OTHER, k_l2norm_fwd<T>((T *)y, norm, (const T *)x, rows, D));
 }
@@ -642,6 +656,8 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->tokens_bwd = o_tokens_bwd<T>;
   o->layernorm_fwd = o_ln_fwd<T>;
   o->layernorm_bwd = o_ln_bwd<T>;
+  o->residual_layernorm_fwd = o_res_ln_fwd<T>;
+  o->layernorm_residual_bwd = o_ln_res_bwd<T>;
   o->l2norm_fwd = o_l2_fwd<T>;
   o->l2norm_bwd = o_l2_bwd<T>;
   o->weightnorm_fwd = o_wn_fwd;

@@ -41,6 +41,7 @@ enum cu_slot {
   SLOT_WCONV_A = 0, /* weights converted for a GEMM (not shadowed) */
   SLOT_WCONV_B,     /* biases converted for a GEMM */
   SLOT_PARTIAL,     /* partial sums of the deterministic reductions */
+  SLOT_LN_PARTIAL,  /* LayerNorm backward: dg and db per chunk of rows */
   SLOT_TABLE,       /* per-call tables uploaded from the host (segments, chunks) */
   SLOT_ATTN,        /* attention: row statistics when no state buffer is given */
   SLOT_ATTN2,       /* attention: D = rowsum(P * dP) (flash); P or dS (GEMM form) */
@@ -137,6 +138,14 @@ void k_layernorm_fwd(T *y, float *mean, float *rstd, const T *x, int ldx, const 
 template <typename T>
 void k_layernorm_bwd(T *dx, float *dg, float *db, const T *dy, const T *x, int ldx,
                      const float *mean, const float *rstd, const float *g, int rows, int D);
+template <typename T>
+void k_residual_layernorm_fwd(T *y, T *ln, float *mean, float *rstd, const T *x, const T *f,
+                              const float *s, const float *g, const float *b, int B, int rps,
+                              int D, float eps);
+template <typename T>
+void k_layernorm_residual_bwd(T *dx, float *dg, float *db, T *df, const float *s, const T *dy,
+                              const T *x, const float *mean, const float *rstd, const float *g,
+                              int B, int rps, int D);
 template <typename T> void k_l2norm_fwd(T *y, float *norm, const T *x, int rows, int D);
 template <typename T>
 void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, int D);

@@ -2,7 +2,8 @@
  *
  * One warp per row, statistics in fp32 from two passes over the row (mean, then the centred sum of
  * squares, as the CPU backend does in double), warp sums in a fixed butterfly order.  Parameter
- * gradients of LayerNorm are column sums over rows (colsum.cuh, deterministic). */
+ * gradients of LayerNorm are column sums (colsum.cuh, deterministic).  The fused residual +
+ * LayerNorm forward and LayerNorm + drop-path backward share the plain ops' row code. */
 #include "build_config.h"
 
 #include "colsum.cuh"
@@ -13,13 +14,12 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + ROWS_PER_BLOCK 
 
 /* ---- LayerNorm ---------------------------------------------------------------------------------- */
 
+/* One row of the forward by one warp; the plain and the fused kernel share it, so the fused op
+ * gives the bits of the two ops in turn. */
 template <typename T>
-__global__ void ln_fwd_kernel(T *y, float *mean, float *rstd, const T *x, int ldx, const float *g,
-                              const float *b, int rows, int D, float eps) {
-  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const T *xr = x + (size_t)row * ldx;
-  T *yr = y + (size_t)row * D;
+__device__ __forceinline__ void ln_fwd_row(T *yr, float *mean, float *rstd, const T *xr,
+                                           const float *g, const float *b, int D, float eps,
+                                           int lane) {
   float s = 0.0f;
   for (int d = lane; d < D; d += 32) s += ldf(&xr[d]);
   const float mu = warp_sum(s) / D;
@@ -31,9 +31,32 @@ __global__ void ln_fwd_kernel(T *y, float *mean, float *rstd, const T *x, int ld
   const float rs = 1.0f / sqrtf(warp_sum(ss) / D + eps);
   for (int d = lane; d < D; d += 32) stf(&yr[d], (ldf(&xr[d]) - mu) * rs * g[d] + b[d]);
   if (lane == 0) {
-    if (mean) mean[row] = mu;
-    if (rstd) rstd[row] = rs;
+    if (mean) *mean = mu;
+    if (rstd) *rstd = rs;
   }
+}
+
+template <typename T>
+__global__ void ln_fwd_kernel(T *y, float *mean, float *rstd, const T *x, int ldx, const float *g,
+                              const float *b, int rows, int D, float eps) {
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  ln_fwd_row(y + (size_t)row * D, mean ? mean + row : NULL, rstd ? rstd + row : NULL,
+             x + (size_t)row * ldx, g, b, D, eps, lane);
+}
+
+/* y = x + s[b] f (k_residual_fwd's arithmetic), then the LayerNorm of y as stored: the row is
+ * read back by the lanes that wrote it, from cache. */
+template <typename T>
+__global__ void res_ln_fwd_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, const T *f,
+                                  const float *s, const float *g, const float *b, int rows, int rps,
+                                  int D, float eps) {
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const size_t o = (size_t)row * D;
+  const float sb = s ? s[row / rps] : 1.0f;
+  for (int d = lane; d < D; d += 32) stf(&y[o + d], ldf(&x[o + d]) + sb * ldf(&f[o + d]));
+  ln_fwd_row(ln + o, mean ? mean + row : NULL, rstd ? rstd + row : NULL, y + o, g, b, D, eps, lane);
 }
 
 template <typename T>
@@ -45,27 +68,115 @@ void k_layernorm_fwd(T *y, float *mean, float *rstd, const T *x, int ldx, const 
   CHECK_LAUNCH();
 }
 
-/* dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g. */
 template <typename T>
-__global__ void ln_bwd_kernel(T *dx, const T *dy, const T *x, int ldx, const float *mean,
-                              const float *rstd, const float *g, int rows, int D) {
+void k_residual_layernorm_fwd(T *y, T *ln, float *mean, float *rstd, const T *x, const T *f,
+                              const float *s, const float *g, const float *b, int B, int rps,
+                              int D, float eps) {
+  const int rows = B * rps;
+  if (rows <= 0) return;
+  res_ln_fwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
+      y, ln, mean, rstd, x, f, s, g, b, rows, rps, D, eps);
+  CHECK_LAUNCH();
+}
+
+/* The backward: dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g; with df,
+ * also df = s[b] dx as stored (the branch gradient of the residual below).
+ *
+ * Up to 1024 columns, one pass: a warp takes LNB_ROWS rows in turn, each lane holding the dg and db
+ * sums of its C columns (d = lane + 32k) in registers, and writes them as the chunk's partial sums;
+ * the partials are then summed over chunks by the column-sum kernel.  dy and x are read once, not
+ * again for the parameter gradients.  Wider rows take a row kernel and a column sum over the rows.
+ * Both orders are fixed: the results do not depend on the GPU or the launch. */
+#define LNB_ROWS 16
+
+/* One element's terms of the row sums: a += dxhat, c += dxhat xhat. */
+__device__ __forceinline__ void ln_bwd_terms(float &a, float &c, float dyv, float xv, float gv,
+                                             float mu, float rs) {
+  const float dxh = dyv * gv;
+  a += dxh;
+  c += dxh * ((xv - mu) * rs);
+}
+/* One element's input gradient, added to *dxp, and the branch gradient sb dx (df not NULL). */
+template <typename T>
+__device__ __forceinline__ void ln_bwd_store(T *dxp, T *dfp, float sb, float dyv, float xh, float gv,
+                                             float a, float c, float rs) {
+  stf(dxp, ldf(dxp) + rs * (dyv * gv - a - xh * c));
+  if (dfp) stf(dfp, sb * ldf(dxp));
+}
+
+template <typename T, int C>
+__global__ void ln_bwd_chunk_kernel(T *dx, float *pg, float *pb, T *df, const float *s, int rps,
+                                    const T *dy, const T *x, int ldx, const float *mean,
+                                    const float *rstd, const float *g, int rows, int D) {
+  const int chunk = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r0 = chunk * LNB_ROWS;
+  if (r0 >= rows) return;
+  const int r1 = min(rows, r0 + LNB_ROWS);
+  float ag[C], ab[C];
+#pragma unroll
+  for (int k = 0; k < C; k++) ag[k] = ab[k] = 0.0f;
+  for (int row = r0; row < r1; row++) {
+    const T *xr = x + (size_t)row * ldx, *dyr = dy + (size_t)row * D;
+    T *dxr = dx + (size_t)row * ldx;
+    const float mu = mean[row], rs = rstd[row];
+    float a = 0.0f, c = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+      const int d = lane + 32 * k;
+      if (d < D) ln_bwd_terms(a, c, ldf(&dyr[d]), ldf(&xr[d]), g[d], mu, rs);
+    }
+    a = warp_sum(a) / D;
+    c = warp_sum(c) / D;
+    const float sb = s ? s[row / rps] : 1.0f;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+      const int d = lane + 32 * k;
+      if (d < D) {
+        const float dyv = ldf(&dyr[d]), xh = (ldf(&xr[d]) - mu) * rs;
+        ln_bwd_store(&dxr[d], df ? &df[(size_t)row * D + d] : (T *)NULL, sb, dyv, xh, g[d], a, c, rs);
+        ag[k] += dyv * xh;
+        ab[k] += dyv;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < C; k++) {
+    const int d = lane + 32 * k;
+    if (d < D) {
+      pg[(size_t)chunk * D + d] = ag[k];
+      pb[(size_t)chunk * D + d] = ab[k];
+    }
+  }
+}
+
+/* The chunks' partial sums of dg and db, as column-sum terms. */
+struct ln_partial_elem {
+  const float *pg, *pb;
+  int D;
+  __device__ void operator()(int r, int c, float *v) const {
+    v[0] = pg[(size_t)r * D + c];
+    v[1] = pb[(size_t)r * D + c];
+  }
+};
+
+/* Rows wider than 1024 columns: the row kernel, then the parameter gradients as column sums. */
+template <typename T>
+__global__ void ln_bwd_kernel(T *dx, T *df, const float *s, int rps, const T *dy, const T *x,
+                              int ldx, const float *mean, const float *rstd, const float *g,
+                              int rows, int D) {
   const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= rows) return;
   const T *xr = x + (size_t)row * ldx, *dyr = dy + (size_t)row * D;
   T *dxr = dx + (size_t)row * ldx;
   const float mu = mean[row], rs = rstd[row];
   float a = 0.0f, c = 0.0f;
-  for (int d = lane; d < D; d += 32) {
-    const float dxh = ldf(&dyr[d]) * g[d];
-    a += dxh;
-    c += dxh * ((ldf(&xr[d]) - mu) * rs);
-  }
+  for (int d = lane; d < D; d += 32) ln_bwd_terms(a, c, ldf(&dyr[d]), ldf(&xr[d]), g[d], mu, rs);
   a = warp_sum(a) / D;
   c = warp_sum(c) / D;
-  for (int d = lane; d < D; d += 32) {
-    const float xh = (ldf(&xr[d]) - mu) * rs;
-    stf(&dxr[d], ldf(&dxr[d]) + rs * (ldf(&dyr[d]) * g[d] - a - xh * c));
-  }
+  const float sb = s ? s[row / rps] : 1.0f;
+  for (int d = lane; d < D; d += 32)
+    ln_bwd_store(&dxr[d], df ? &df[(size_t)row * D + d] : (T *)NULL, sb, ldf(&dyr[d]),
+                 (ldf(&xr[d]) - mu) * rs, g[d], a, c, rs);
 }
 
 /* dy * xhat and dy at (row r, column c): the terms of dg and db. */
@@ -80,16 +191,58 @@ template <typename T> struct ln_dgdb_elem {
   }
 };
 
+template <typename T, int C>
+static void ln_bwd_chunks(T *dx, float *dg, float *db, T *df, const float *s, int rps, const T *dy,
+                          const T *x, int ldx, const float *mean, const float *rstd,
+                          const float *g, int rows, int D) {
+  const int nchunk = (rows + LNB_ROWS - 1) / LNB_ROWS;
+  float *pg = (float *)cu_scratch(SLOT_LN_PARTIAL, (size_t)2 * nchunk * D * sizeof(float));
+  float *pb = pg + (size_t)nchunk * D;
+  ln_bwd_chunk_kernel<T, C><<<row_blocks(nchunk), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
+      dx, pg, pb, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
+  CHECK_LAUNCH();
+  colsum_multi_run<2>(dg, db, ln_partial_elem{pg, pb, D}, nchunk, D, 1);
+}
+
+/* rps is only read with s (the fused op's rows per sample). */
+template <typename T>
+static void ln_bwd_run(T *dx, float *dg, float *db, T *df, const float *s, int rps, const T *dy,
+                       const T *x, int ldx, const float *mean, const float *rstd, const float *g,
+                       int rows, int D) {
+  if (rows <= 0) return;
+  SCD_ASSERT(dg && db); /* ops.h: both accumulate */
+  const int per_lane = (D + 31) / 32;
+#define LNB_CASE(C)                                                                              \
+  if (per_lane <= C) {                                                                           \
+    ln_bwd_chunks<T, C>(dx, dg, db, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);             \
+    return;                                                                                      \
+  }
+  LNB_CASE(4)
+  LNB_CASE(8)
+  LNB_CASE(12)
+  LNB_CASE(16)
+  LNB_CASE(24)
+  LNB_CASE(32)
+#undef LNB_CASE
+  ln_bwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
+      dx, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
+  CHECK_LAUNCH();
+  /* one pass over dy for both */
+  colsum_multi_run<2>(dg, db, ln_dgdb_elem<T>{dy, x, ldx, D, mean, rstd}, rows, D, 1);
+}
+
 template <typename T>
 void k_layernorm_bwd(T *dx, float *dg, float *db, const T *dy, const T *x, int ldx,
                      const float *mean, const float *rstd, const float *g, int rows, int D) {
-  if (rows <= 0) return;
-  ln_bwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(dx, dy, x, ldx, mean,
-                                                                            rstd, g, rows, D);
-  CHECK_LAUNCH();
-  SCD_ASSERT(dg && db); /* ops.h: both accumulate */
-  /* one pass over dy for both */
-  colsum_multi_run<2>(dg, db, ln_dgdb_elem<T>{dy, x, ldx, D, mean, rstd}, rows, D, 1);
+  ln_bwd_run<T>(dx, dg, db, (T *)NULL, (const float *)NULL, 1, dy, x, ldx, mean, rstd, g, rows, D);
+}
+
+template <typename T>
+void k_layernorm_residual_bwd(T *dx, float *dg, float *db, T *df, const float *s, const T *dy,
+                              const T *x, const float *mean, const float *rstd, const float *g,
+                              int B, int rps, int D) {
+  SCD_ASSERT(df);
+  ln_bwd_run<T>(dx, dg, db, df, s, rps, dy, x, D, mean, rstd, g, B * rps, D);
 }
 
 /* ---- L2 normalisation (F.normalize, eps 1e-12) -------------------------------------------------- */
@@ -192,6 +345,12 @@ void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, con
                                    const float *, int, int, float);                               \
   template void k_layernorm_bwd<T>(T *, float *, float *, const T *, const T *, int, const float *, \
                                    const float *, const float *, int, int);                       \
+  template void k_residual_layernorm_fwd<T>(T *, T *, float *, float *, const T *, const T *,      \
+                                            const float *, const float *, const float *, int, int, \
+                                            int, float);                                          \
+  template void k_layernorm_residual_bwd<T>(T *, float *, float *, T *, const float *, const T *,  \
+                                            const T *, const float *, const float *,              \
+                                            const float *, int, int, int);                        \
   template void k_l2norm_fwd<T>(T *, float *, const T *, int, int);                               \
   template void k_l2norm_bwd<T>(T *, const T *, const T *, const float *, int, int);
 INSTANTIATE(float)

@@ -103,6 +103,20 @@ struct ops {
    * dg[D] += sum_r dy * xhat, db[D] += sum_r dy. */
   void (*layernorm_bwd)(void *dx, float *dg, float *db, const void *dy, const void *x, int ldx,
                         const float *mean, const float *rstd, const float *g, int rows, int D);
+  /* The residual of residual_fwd and the LayerNorm of its result in one pass (a pre-norm block's
+   * residual and the next LayerNorm: one read of the stream instead of two):
+   *   y = x + s[b] f  (residual_fwd);  ln = layernorm_fwd of y (ldx = D, rows = B*rps),
+   * mean and rstd saved unless NULL.  The LayerNorm reads y as stored (rounded to the activation
+   * type), so the results are those of the two ops in turn, bit for bit.  y may alias x. */
+  void (*residual_layernorm_fwd)(void *y, void *ln, float *mean, float *rstd, const void *x,
+                                 const void *f, const float *s, const float *g, const float *b,
+                                 int B, int rps, int D, float eps);
+  /* layernorm_bwd (ldx = D, rows = B*rps; dx ACCUMULATES), then the branch gradient of the
+   * residual that produced x, df = s[b] dx (residual_bwd of the accumulated dx as stored), in one
+   * pass; the results are those of the two ops in turn, bit for bit.  s == NULL: s[b] = 1. */
+  void (*layernorm_residual_bwd)(void *dx, float *dg, float *db, void *df, const float *s,
+                                 const void *dy, const void *x, const float *mean,
+                                 const float *rstd, const float *g, int B, int rps, int D);
   /* y = x / max(||x||_2, 1e-12) per row (F.normalize); norm[rows] = ||x|| saved. */
   void (*l2norm_fwd)(void *y, float *norm, const void *x, int rows, int D);
   void (*l2norm_bwd)(void *dx, const void *dy, const void *y, const float *norm, int rows, int D);

@@ -158,8 +158,10 @@ void vit_pass_plan(struct vit_pass *p, const struct vit *v, struct arena *a, con
   if (train) {
     p->norm_mean = arena_take(a, (size_t)Bmax * sizeof(float), "%s.norm_mean", tag);
     p->norm_rstd = arena_take(a, (size_t)Bmax * sizeof(float), "%s.norm_rstd", tag);
-    if (d->drop_path_rate > 0)
+    if (d->drop_path_rate > 0) {
       p->dp = arena_take(a, (size_t)d->depth * 2 * Bmax * sizeof(float), "%s.drop_path", tag);
+      p->dbr = arena_take(a, TD, "%s.d_branch", tag);
+    }
     p->dres = arena_take(a, TD, "%s.d_stream", tag);
   }
   if (a->base && p->interp) {
@@ -220,20 +222,30 @@ static void block_forward(const struct vit *v, const struct ops *ops, const floa
   const struct vit_block_params *w = &v->blk[i];
   struct vit_block_acts *A = &p->blk[p->train ? i : 0];
   const int D = d->dim, Hm = d->mlp_hidden, N = p->N, T = B * N;
-  ops->layernorm_fwd(A->ln1, A->mean1, A->rstd1, x, D, P + w->n1w, P + w->n1b, T, D, VIT_LN_EPS);
+  /* Block 0's first LayerNorm reads the tokens; a later block's came with the residual that
+   * ended the block before it (one pass over the stream for both, below). */
+  if (i == 0)
+    ops->layernorm_fwd(A->ln1, A->mean1, A->rstd1, x, D, P + w->n1w, P + w->n1b, T, D, VIT_LN_EPS);
   ops->linear_fwd(A->qkv, A->ln1, P + w->qkvw, P + w->qkvb, T, 3 * D, D);
   ops->attn_fwd(A->attn, A->state, probs, A->qkv, B, N, d->heads, D / d->heads, attn_scale(d));
   ops->linear_fwd(s->tmp, A->attn, P + w->projw, P + w->projb, T, D, D);
-  ops->residual_fwd(A->xmid, x, s->tmp, dp_scales(v, p, i, 0), B, N, D);
-  ops->layernorm_fwd(A->ln2, A->mean2, A->rstd2, A->xmid, D, P + w->n2w, P + w->n2b, T, D,
-                     VIT_LN_EPS);
+  ops->residual_layernorm_fwd(A->xmid, A->ln2, A->mean2, A->rstd2, x, s->tmp, dp_scales(v, p, i, 0),
+                              P + w->n2w, P + w->n2b, B, N, D, VIT_LN_EPS);
   ops->linear_fwd(A->h, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D);
   /* Training keeps the pre-activation for GELU's backward and the output for fc2's: reading
    * the output back costs less than computing it again (the step's traffic, bench/README.md). */
   void *g = p->train ? A->g : A->h;
   ops->gelu_fwd(g, A->h, (size_t)T * Hm);
   ops->linear_fwd(s->tmp, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
-  ops->residual_fwd(A->xout, A->xmid, s->tmp, dp_scales(v, p, i, 1), B, N, D);
+  if (i + 1 < d->depth) {
+    const struct vit_block_params *wn = &v->blk[i + 1];
+    struct vit_block_acts *An = &p->blk[p->train ? i + 1 : 0];
+    ops->residual_layernorm_fwd(A->xout, An->ln1, An->mean1, An->rstd1, A->xmid, s->tmp,
+                                dp_scales(v, p, i, 1), P + wn->n1w, P + wn->n1b, B, N, D,
+                                VIT_LN_EPS);
+  } else {
+    ops->residual_fwd(A->xout, A->xmid, s->tmp, dp_scales(v, p, i, 1), B, N, D);
+  }
 }
 
 void vit_forward(const struct vit *v, const struct ops *ops, const float *params,
@@ -281,29 +293,40 @@ void vit_backward_block(const struct vit *v, const struct ops *ops, const float 
   const float *s1 = dp_scales(v, p, i, 0), *s2 = dp_scales(v, p, i, 1);
 
   /* MLP branch: x_out = x_mid + s2 * fc2(gelu(fc1(ln2(x_mid)))); p->dres holds dL/dx_out and
-   * becomes dL/dx_mid when LayerNorm's backward adds the branch's contribution. */
+   * becomes dL/dx_mid when LayerNorm's backward adds the branch's contribution.  The branch's
+   * gradient s2 dL/dx_out is in p->dbr: the block above wrote it with its first LayerNorm's
+   * backward (one pass for both); the last block scales it here. */
   const void *dz = p->dres;
   if (s2) {
-    ops->residual_bwd(s->tmp, p->dres, s2, B, N, D);
-    dz = s->tmp;
+    if (i == d->depth - 1) ops->residual_bwd(p->dbr, p->dres, s2, B, N, D);
+    dz = p->dbr;
   }
   ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, P + w->fc2w, T, D, Hm);
   ops->gelu_bwd(s->dh, s->dh, A->h, (size_t)T * Hm);
   ops->linear_bwd(s->dln, G + w->fc1w, G + w->fc1b, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
-  ops->layernorm_bwd(p->dres, G + w->n2w, G + w->n2b, s->dln, A->xmid, D, A->mean2, A->rstd2,
-                     P + w->n2w, T, D);
-
-  /* Attention branch: x_mid = x + s1 * proj(attn(qkv(ln1(x)))). */
+  /* Attention branch: x_mid = x + s1 * proj(attn(qkv(ln1(x)))); its gradient s1 dL/dx_mid comes
+   * with LayerNorm 2's backward. */
   const void *dy = p->dres;
   if (s1) {
-    ops->residual_bwd(s->tmp, p->dres, s1, B, N, D);
-    dy = s->tmp;
+    ops->layernorm_residual_bwd(p->dres, G + w->n2w, G + w->n2b, p->dbr, s1, s->dln, A->xmid,
+                                A->mean2, A->rstd2, P + w->n2w, B, N, D);
+    dy = p->dbr;
+  } else {
+    ops->layernorm_bwd(p->dres, G + w->n2w, G + w->n2b, s->dln, A->xmid, D, A->mean2, A->rstd2,
+                       P + w->n2w, T, D);
   }
   ops->linear_bwd(s->dattn, G + w->projw, G + w->projb, dy, A->attn, P + w->projw, T, D, D);
   ops->attn_bwd(s->dqkv, s->dattn, A->attn, A->qkv, A->state, B, N, d->heads, D / d->heads, attn_scale(d));
   ops->linear_bwd(s->dln, G + w->qkvw, G + w->qkvb, s->dqkv, A->ln1, P + w->qkvw, T, 3 * D, D);
-  ops->layernorm_bwd(p->dres, G + w->n1w, G + w->n1b, s->dln, x, D, A->mean1, A->rstd1,
-                     P + w->n1w, T, D);
+  /* x is block i-1's output: LayerNorm 1's backward also leaves that block's MLP-branch gradient
+   * in p->dbr. */
+  const float *sp = i ? dp_scales(v, p, i - 1, 1) : NULL;
+  if (sp)
+    ops->layernorm_residual_bwd(p->dres, G + w->n1w, G + w->n1b, p->dbr, sp, s->dln, x, A->mean1,
+                                A->rstd1, P + w->n1w, B, N, D);
+  else
+    ops->layernorm_bwd(p->dres, G + w->n1w, G + w->n1b, s->dln, x, D, A->mean1, A->rstd1,
+                       P + w->n1w, T, D);
 }
 
 void vit_backward_end(const struct vit *v, const struct ops *ops, const float *params,

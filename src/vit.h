@@ -75,6 +75,7 @@ struct vit_pass {
   float *norm_mean, *norm_rstd; /* final LayerNorm statistics of the CLS rows [Bmax] */
   float *dp;            /* drop-path scales [depth][2][Bmax] (training with rate > 0), else NULL */
   void *dres;           /* [Bmax*N, D] gradient of the residual stream (training) */
+  void *dbr;            /* [Bmax*N, D] drop-path-scaled branch gradient (training with dp) */
 };
 
 struct vit_scratch {
@@ -114,8 +115,8 @@ void vit_forward(const struct vit *v, const struct ops *ops, const float *params
                  void *cls_out, float *last_attn);
 
 /* Backward of a training pass: begin with the gradient of the CLS outputs dcls [B, D]; then call
- * vit_backward_block for i = depth-1 down to 0; then vit_backward_end.  Parameter gradients
- * accumulate into grads. */
+ * vit_backward_block for i = depth-1 down to 0, in that order (block i reads the branch gradient
+ * block i+1 left in the pass); then vit_backward_end.  Parameter gradients accumulate into grads. */
 void vit_backward_begin(const struct vit *v, const struct ops *ops, const float *params,
                         float *grads, struct vit_pass *p, int B, const void *dcls);
 void vit_backward_block(const struct vit *v, const struct ops *ops, const float *params,

@@ -320,6 +320,70 @@ static void test_elementwise(void) {
   free(rx), free(rf), free(r.y), free(r.w), free(df);
 }
 
+/* ---- the fused residual + LayerNorm ops: the two ops in turn, bit for bit ----------------- */
+static float *frnd(size_t n, double scale, double shift) {
+  float *x = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) x[i] = (float)(shift + scale * rng_normal(&g_rng));
+  return x;
+}
+static float *fdup(const float *x, size_t n) {
+  float *y = malloc(n * sizeof(float));
+  memcpy(y, x, n * sizeof(float));
+  return y;
+}
+#define SAME(a, b, n, what) \
+  T_CHECK(memcmp(a, b, (n) * sizeof(float)) == 0, "%s differs from the two ops in turn (%s)", what, tag)
+
+static void test_fused_case(int B, int rps, int D, int with_s) {
+  char tag[64];
+  snprintf(tag, sizeof tag, "B=%d rps=%d D=%d, s %s", B, rps, D, with_s ? "given" : "NULL");
+  const int rows = B * rps;
+  const size_t n = (size_t)rows * D;
+  float s[4] = {1.0f / 0.9f, 0.0f, 1.0f, 1.0f / 0.8f};
+  const float *sp = with_s ? s : NULL;
+  float *x = frnd(n, 1.5, 0.3), *f = frnd(n, 1, 0), *g = frnd(D, 1, 1), *b = frnd(D, 0.5, 0);
+
+  /* forward: residual_fwd then layernorm_fwd, against the fused op (and in place, y = x) */
+  float *y1 = fzeros(n), *ln1 = fzeros(n), *m1 = fzeros(rows), *r1 = fzeros(rows);
+  float *y2 = fzeros(n), *ln2 = fzeros(n), *m2 = fzeros(rows), *r2 = fzeros(rows);
+  kern_residual_fwd_f32(y1, x, f, sp, B, rps, D);
+  kern_layernorm_fwd_f32(ln1, m1, r1, y1, D, g, b, rows, D, 1e-6);
+  kern_residual_layernorm_fwd_f32(y2, ln2, m2, r2, x, f, sp, g, b, B, rps, D, 1e-6);
+  SAME(y2, y1, n, "fused forward: the sum");
+  SAME(ln2, ln1, n, "fused forward: the LayerNorm");
+  SAME(m2, m1, (size_t)rows, "fused forward: the means");
+  SAME(r2, r1, (size_t)rows, "fused forward: the inverse deviations");
+  float *xi = fdup(x, n), *ln3 = fzeros(n);
+  kern_residual_layernorm_fwd_f32(xi, ln3, NULL, NULL, xi, f, sp, g, b, B, rps, D, 1e-6);
+  SAME(xi, y1, n, "fused forward in place: the sum");
+  SAME(ln3, ln1, n, "fused forward in place: the LayerNorm");
+  /* the sum really is the residual: x where a sample is dropped */
+  if (with_s)
+    T_CHECK(memcmp(y1 + (size_t)rps * D, x + (size_t)rps * D, (size_t)rps * D * sizeof(float)) == 0,
+            "a dropped sample keeps only its identity path (%s)", tag);
+
+  /* backward: layernorm_bwd then residual_bwd of the accumulated dx, against the fused op */
+  float *dy = frnd(n, 1, 0), *dx1 = frnd(n, 0.5, 0), *dg1 = frnd(D, 0.5, 0), *db1 = frnd(D, 0.5, 0);
+  float *dx2 = fdup(dx1, n), *dg2 = fdup(dg1, D), *db2 = fdup(db1, D);
+  float *df1 = fzeros(n), *df2 = frnd(n, 1, 0);
+  kern_layernorm_bwd_f32(dx1, dg1, db1, dy, y1, D, m1, r1, g, rows, D);
+  kern_residual_bwd_f32(df1, dx1, sp, B, rps, D);
+  kern_layernorm_residual_bwd_f32(dx2, dg2, db2, df2, sp, dy, y1, m1, r1, g, B, rps, D);
+  SAME(dx2, dx1, n, "fused backward: dx (accumulated)");
+  SAME(dg2, dg1, (size_t)D, "fused backward: dgamma (accumulated)");
+  SAME(db2, db1, (size_t)D, "fused backward: dbeta (accumulated)");
+  SAME(df2, df1, n, "fused backward: the branch gradient");
+  if (with_s) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs(df2[i] - s[i / ((size_t)rps * D)] * dx2[i]));
+    T_CHECK(e == 0, "fused backward: the branch gradient is not s[b] dx (%.3e, %s)", e, tag);
+  }
+  free(x), free(f), free(g), free(b), free(y1), free(ln1), free(m1), free(r1), free(y2), free(ln2);
+  free(m2), free(r2), free(xi), free(ln3), free(dy), free(dx1), free(dg1), free(db1), free(dx2);
+  free(dg2), free(db2), free(df1), free(df2);
+}
+#undef SAME
+
 /* ---- L2 normalisation, weight normalisation ------------------------------------------------ */
 enum { NR = 4, ND = 6 };
 static double *nx_, *wg, *wv;
@@ -488,6 +552,8 @@ int main(int argc, char **argv) {
   test_layernorm_case(3, 6, 5 * 6, "CLS rows");
   test_attention();
   test_elementwise();
+  test_fused_case(4, 5, 70, 1); /* two column blocks of the parameter sums */
+  test_fused_case(3, 197, 12, 0);
   test_norms();
   test_loss();
   test_pos_interp(14, 6, 6, 96, 96);    /* local 96-px crop, p16 */

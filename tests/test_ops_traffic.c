@@ -134,6 +134,16 @@ static void single_ops(void) {
   /* x and y, fp32 gain and bias, fp32 mean and rstd */
   w->layernorm_fwd(y, mean, rstd, buf, 7, buf + 500, buf + 600, 3, 7, 1e-6f);
   T_NEAR(charged("layernorm_fwd", NULL), 2.0 * 2 * 21 + 8.0 * 7 + 8.0 * 3, 0, "layernorm_fwd bytes");
+  /* fused residual + LayerNorm over B = 2 samples of 3 rows of 7: x and f read, the sum and the
+   * LayerNorm written (the sum is not read back), gain, bias, statistics and the scales in fp32 */
+  const float sc[2] = {0.0f, 1.25f};
+  w->residual_layernorm_fwd(y, z, mean, rstd, buf, buf + 1000, sc, buf + 500, buf + 600, 2, 3, 7, 1e-6f);
+  T_NEAR(charged("residual_layernorm_fwd", NULL), 2.0 * 4 * 42 + 8.0 * 7 + 8.0 * 6 + 4.0 * 2, 0,
+         "residual_layernorm_fwd bytes");
+  /* its backward: dy and x read, dx accumulated, df written; statistics, gain, dg, db, scales */
+  w->layernorm_residual_bwd(z, y + 2000, y + 2100, y + 1000, sc, buf, buf + 100, mean, rstd, buf + 500, 2, 3, 7);
+  T_NEAR(charged("layernorm_residual_bwd", NULL), 2.0 * 5 * 42 + 8.0 * 6 + 4.0 * 7 + 16.0 * 7 + 4.0 * 2, 0,
+         "layernorm_residual_bwd bytes");
   /* qkv read, out written, the backend's state written */
   const size_t st = cpu->attn_state_bytes(1, 4, 2, 3);
   w->attn_fwd(y, z, NULL, buf, 1, 4, 2, 3, 0.5f);

@@ -69,6 +69,16 @@ static void c_ln_bwd(void *dx, float *dg, float *db, const void *dy, const void 
                      const float *mean, const float *rstd, const float *g, int rows, int D) {
   TIMED(other_s, kern_layernorm_bwd_f32(dx, dg, db, dy, x, ldx, mean, rstd, g, rows, D));
 }
+static void c_res_ln_fwd(void *y, void *ln, float *mean, float *rstd, const void *x, const void *f,
+                         const float *s, const float *g, const float *b, int B, int rps, int D,
+                         float eps) {
+  TIMED(other_s, kern_residual_layernorm_fwd_f32(y, ln, mean, rstd, x, f, s, g, b, B, rps, D, eps));
+}
+static void c_ln_res_bwd(void *dx, float *dg, float *db, void *df, const float *s, const void *dy,
+                         const void *x, const float *mean, const float *rstd, const float *g,
+                         int B, int rps, int D) {
+  TIMED(other_s, kern_layernorm_residual_bwd_f32(dx, dg, db, df, s, dy, x, mean, rstd, g, B, rps, D));
+}
 static void c_l2_fwd(void *y, float *norm, const void *x, int rows, int D) {
   TIMED(other_s, kern_l2norm_fwd_f32(y, norm, x, rows, D));
 }
@@ -157,6 +167,8 @@ static const struct ops cpu_ops = {
     .tokens_bwd = c_tokens_bwd,
     .layernorm_fwd = c_ln_fwd,
     .layernorm_bwd = c_ln_bwd,
+    .residual_layernorm_fwd = c_res_ln_fwd,
+    .layernorm_residual_bwd = c_ln_res_bwd,
     .l2norm_fwd = c_l2_fwd,
     .l2norm_bwd = c_l2_bwd,
     .weightnorm_fwd = c_wn_fwd,

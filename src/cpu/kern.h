@@ -22,6 +22,12 @@
                               int rows, int D, double eps);                                       \
   void kern_layernorm_bwd_##S(R *dx, R *dg, R *db, const R *dy, const R *x, int ldx,             \
                               const R *mean, const R *rstd, const R *g, int rows, int D);         \
+  void kern_residual_layernorm_fwd_##S(R *y, R *ln, R *mean, R *rstd, const R *x, const R *f,     \
+                                       const R *s, const R *g, const R *b, int B, int rps, int D, \
+                                       double eps);                                               \
+  void kern_layernorm_residual_bwd_##S(R *dx, R *dg, R *db, R *df, const R *s, const R *dy,       \
+                                       const R *x, const R *mean, const R *rstd, const R *g,      \
+                                       int B, int rps, int D);                                    \
   void kern_gelu_fwd_##S(R *y, const R *x, size_t n);                                             \
   void kern_gelu_bwd_##S(R *dx, const R *dy, const R *x, size_t n);                               \
   void kern_residual_fwd_##S(R *y, const R *x, const R *f, const R *s, int B, int rps, int D);    \

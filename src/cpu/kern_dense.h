@@ -132,50 +132,67 @@ void KN(kern_tokens_bwd)(R *dpatches, R *dcls, R *dpos, const R *dx, int B, int 
   }
 }
 
+/* LayerNorm of one row; the fused residual calls it too, so both give the same bits. */
+static inline void ln_fwd_row(R *yr, R *mean, R *rstd, const R *xr, const R *g, const R *b, int D,
+                              double eps) {
+  double s = 0, ss = 0;
+#pragma omp simd reduction(+ : s)
+  for (int d = 0; d < D; d++) s += xr[d];
+  const double mu = s / D;
+#pragma omp simd reduction(+ : ss)
+  for (int d = 0; d < D; d++) {
+    const double t = xr[d] - mu;
+    ss += t * t;
+  }
+  const double rs = 1.0 / sqrt(ss / D + eps);
+  for (int d = 0; d < D; d++) yr[d] = (R)((xr[d] - mu) * rs) * g[d] + b[d];
+  if (mean) *mean = (R)mu;
+  if (rstd) *rstd = (R)rs;
+}
+
 void KN(kern_layernorm_fwd)(R *y, R *mean, R *rstd, const R *x, int ldx, const R *g, const R *b,
                             int rows, int D, double eps) {
 #pragma omp parallel for schedule(static)
-  for (int r = 0; r < rows; r++) {
-    const R *xr = x + (size_t)r * ldx;
-    R *yr = y + (size_t)r * D;
-    double s = 0, ss = 0;
-#pragma omp simd reduction(+ : s)
-    for (int d = 0; d < D; d++) s += xr[d];
-    const double mu = s / D;
-#pragma omp simd reduction(+ : ss)
-    for (int d = 0; d < D; d++) {
-      const double t = xr[d] - mu;
-      ss += t * t;
-    }
-    const double rs = 1.0 / sqrt(ss / D + eps);
-    for (int d = 0; d < D; d++) yr[d] = (R)((xr[d] - mu) * rs) * g[d] + b[d];
-    if (mean) mean[r] = (R)mu;
-    if (rstd) rstd[r] = (R)rs;
+  for (int r = 0; r < rows; r++)
+    ln_fwd_row(y + (size_t)r * D, mean ? mean + r : NULL, rstd ? rstd + r : NULL,
+               x + (size_t)r * ldx, g, b, D, eps);
+}
+
+/* ln NULL: the residual alone (kern_residual_fwd), so both give the same sums. */
+void KN(kern_residual_layernorm_fwd)(R *y, R *ln, R *mean, R *rstd, const R *x, const R *f,
+                                     const R *s, const R *g, const R *b, int B, int rps, int D,
+                                     double eps) {
+  const size_t nrows = (size_t)B * rps;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const R sb = s ? s[r / rps] : (R)1;
+    const size_t o = r * D;
+    for (int d = 0; d < D; d++) y[o + d] = x[o + d] + sb * f[o + d];
+    if (ln) ln_fwd_row(ln + o, mean ? mean + r : NULL, rstd ? rstd + r : NULL, y + o, g, b, D, eps);
   }
 }
 
-void KN(kern_layernorm_bwd)(R *dx, R *dg, R *db, const R *dy, const R *x, int ldx, const R *mean,
-                            const R *rstd, const R *g, int rows, int D) {
-  /* dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g. */
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < rows; r++) {
-    const R *xr = x + (size_t)r * ldx, *dyr = dy + (size_t)r * D;
-    R *dxr = dx + (size_t)r * ldx;
-    const double mu = mean[r], rs = rstd[r];
-    double a = 0, c = 0;
+/* dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * g, for one row. */
+static inline void ln_bwd_row(R *dxr, const R *dyr, const R *xr, double mu, double rs, const R *g,
+                              int D) {
+  double a = 0, c = 0;
 #pragma omp simd reduction(+ : a, c)
-    for (int d = 0; d < D; d++) {
-      const double dxh = (double)dyr[d] * g[d];
-      a += dxh;
-      c += dxh * (xr[d] - mu) * rs;
-    }
-    a /= D;
-    c /= D;
-    for (int d = 0; d < D; d++) {
-      const double xh = (xr[d] - mu) * rs;
-      dxr[d] += (R)(rs * ((double)dyr[d] * g[d] - a - xh * c));
-    }
+  for (int d = 0; d < D; d++) {
+    const double dxh = (double)dyr[d] * g[d];
+    a += dxh;
+    c += dxh * (xr[d] - mu) * rs;
   }
+  a /= D;
+  c /= D;
+  for (int d = 0; d < D; d++) {
+    const double xh = (xr[d] - mu) * rs;
+    dxr[d] += (R)(rs * ((double)dyr[d] * g[d] - a - xh * c));
+  }
+}
+
+/* dg[D] += sum_r dy * xhat, db[D] += sum_r dy, parallel over column blocks. */
+static void ln_bwd_cols(R *dg, R *db, const R *dy, const R *x, int ldx, const R *mean,
+                        const R *rstd, int rows, int D) {
   const int nblk = (D + KCOLBLK - 1) / KCOLBLK;
 #pragma omp parallel for schedule(static)
   for (int blk = 0; blk < nblk; blk++) {
@@ -194,6 +211,29 @@ void KN(kern_layernorm_bwd)(R *dx, R *dg, R *db, const R *dy, const R *x, int ld
       if (db) db[c] += (R)ab[c - c0];
     }
   }
+}
+
+void KN(kern_layernorm_bwd)(R *dx, R *dg, R *db, const R *dy, const R *x, int ldx, const R *mean,
+                            const R *rstd, const R *g, int rows, int D) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++)
+    ln_bwd_row(dx + (size_t)r * ldx, dy + (size_t)r * D, x + (size_t)r * ldx, mean[r], rstd[r], g,
+               D);
+  ln_bwd_cols(dg, db, dy, x, ldx, mean, rstd, rows, D);
+}
+
+void KN(kern_layernorm_residual_bwd)(R *dx, R *dg, R *db, R *df, const R *s, const R *dy,
+                                     const R *x, const R *mean, const R *rstd, const R *g, int B,
+                                     int rps, int D) {
+  const size_t nrows = (size_t)B * rps;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < nrows; r++) {
+    const R sb = s ? s[r / rps] : (R)1;
+    const size_t o = r * D;
+    ln_bwd_row(dx + o, dy + o, x + o, mean[r], rstd[r], g, D);
+    for (int d = 0; d < D; d++) df[o + d] = sb * dx[o + d];
+  }
+  ln_bwd_cols(dg, db, dy, x, D, mean, rstd, (int)nrows, D);
 }
 
 void KN(kern_gelu_fwd)(R *y, const R *x, size_t n) {
@@ -217,13 +257,7 @@ void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n) {
 }
 
 void KN(kern_residual_fwd)(R *y, const R *x, const R *f, const R *s, int B, int rps, int D) {
-  const size_t nrows = (size_t)B * rps;
-#pragma omp parallel for schedule(static)
-  for (size_t r = 0; r < nrows; r++) {
-    const R sb = s ? s[r / rps] : (R)1;
-    const size_t o = r * D;
-    for (int d = 0; d < D; d++) y[o + d] = x[o + d] + sb * f[o + d];
-  }
+  KN(kern_residual_layernorm_fwd)(y, NULL, NULL, NULL, x, f, s, NULL, NULL, B, rps, D, 0.0);
 }
 
 void KN(kern_residual_bwd)(R *df, const R *dy, const R *s, int B, int rps, int D) {

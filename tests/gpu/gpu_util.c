@@ -107,6 +107,6 @@ void gpu_cmp_exact(const char *what, const float *ours, const float *ref, size_t
       bad++;
     }
   if (t_verbose) printf("  %-56s %zu of %zu differ (exact)\n", what, bad, n);
-  T_CHECK(bad == 0, "%s: %zu of %zu values differ from the CPU bit pattern (first at %zu: %.9g vs %.9g)",
+  T_CHECK(bad == 0, "%s: %zu of %zu values differ from the reference bit pattern (first at %zu: %.9g vs %.9g)",
           what, bad, n, first, bad ? ours[first] : 0.0, bad ? ref[first] : 0.0);
 }
