@@ -3,7 +3,7 @@
  * One warp per row, statistics in fp32 from two passes over the row (mean, then the centred sum of
  * squares, as the CPU backend does in double), warp sums in a fixed butterfly order.  Parameter
  * gradients of LayerNorm are column sums (colsum.cuh, deterministic).  The fused residual +
- * LayerNorm forward and LayerNorm + drop-path backward share the plain ops' row code. */
+ * LayerNorm forward and LayerNorm + drop-path backward run the plain ops' kernels. */
 #include "build_config.h"
 
 #include "colsum.cuh"
@@ -14,69 +14,144 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + ROWS_PER_BLOCK 
 
 /* ---- LayerNorm ---------------------------------------------------------------------------------- */
 
-/* One row of the forward by one warp; the plain and the fused kernel share it, so the fused op
- * gives the bits of the two ops in turn. */
+/* The forward, one warp per row, in two forms with the same arithmetic in the same order (so the
+ * same bits), both for the plain op (f NULL: the LayerNorm of x, rows ldx apart) and for the fused
+ * one (y = x + s[b] f as k_residual_fwd computes it, stored, then the LayerNorm of y as stored).
+ * Up to 1024 columns a lane holds its C elements (d = lane + 32k) in registers: each load is
+ * issued once, all C at a time; wider rows loop and read the row again from cache. */
+template <typename T> __device__ __forceinline__ float rounded(float v) {
+  T t;
+  stf(&t, v);
+  return ldf(&t);
+}
+
+template <typename T, int C>
+__global__ void ln_fwd_regs_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, int ldx,
+                                   const T *f, const float *s, int rps, const float *g,
+                                   const float *b, int rows, int D, float eps) {
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T *xr = x + (size_t)row * ldx;
+  const size_t o = (size_t)row * D;
+  float v[C];
+  float sum = 0.0f;
+  if (f) {
+    const float sb = s ? s[row / rps] : 1.0f;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+      const int d = lane + 32 * k;
+      if (d < D) {
+        v[k] = rounded<T>(ldf(&xr[d]) + sb * ldf(&f[o + d]));
+        stf(&y[o + d], v[k]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+      const int d = lane + 32 * k;
+      if (d < D) v[k] = ldf(&xr[d]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < C; k++)
+    if (lane + 32 * k < D) sum += v[k];
+  const float mu = warp_sum(sum) / D;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < C; k++)
+    if (lane + 32 * k < D) {
+      const float t = v[k] - mu;
+      ss += t * t;
+    }
+  const float rs = 1.0f / sqrtf(warp_sum(ss) / D + eps);
+#pragma unroll
+  for (int k = 0; k < C; k++) {
+    const int d = lane + 32 * k;
+    if (d < D) stf(&ln[o + d], (v[k] - mu) * rs * g[d] + b[d]);
+  }
+  if (lane == 0) {
+    if (mean) mean[row] = mu;
+    if (rstd) rstd[row] = rs;
+  }
+}
+
 template <typename T>
-__device__ __forceinline__ void ln_fwd_row(T *yr, float *mean, float *rstd, const T *xr,
-                                           const float *g, const float *b, int D, float eps,
-                                           int lane) {
-  float s = 0.0f;
-  for (int d = lane; d < D; d += 32) s += ldf(&xr[d]);
-  const float mu = warp_sum(s) / D;
+__global__ void ln_fwd_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, int ldx,
+                              const T *f, const float *s, int rps, const float *g, const float *b,
+                              int rows, int D, float eps) {
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const size_t o = (size_t)row * D;
+  const T *xr = x + (size_t)row * ldx;
+  if (f) {
+    const float sb = s ? s[row / rps] : 1.0f;
+    for (int d = lane; d < D; d += 32) stf(&y[o + d], ldf(&xr[d]) + sb * ldf(&f[o + d]));
+    xr = y + o; /* read back by the lanes that wrote it */
+  }
+  float sum = 0.0f;
+  for (int d = lane; d < D; d += 32) sum += ldf(&xr[d]);
+  const float mu = warp_sum(sum) / D;
   float ss = 0.0f;
   for (int d = lane; d < D; d += 32) {
     const float t = ldf(&xr[d]) - mu;
     ss += t * t;
   }
   const float rs = 1.0f / sqrtf(warp_sum(ss) / D + eps);
-  for (int d = lane; d < D; d += 32) stf(&yr[d], (ldf(&xr[d]) - mu) * rs * g[d] + b[d]);
+  for (int d = lane; d < D; d += 32) stf(&ln[o + d], (ldf(&xr[d]) - mu) * rs * g[d] + b[d]);
   if (lane == 0) {
-    if (mean) *mean = mu;
-    if (rstd) *rstd = rs;
+    if (mean) mean[row] = mu;
+    if (rstd) rstd[row] = rs;
   }
 }
 
-template <typename T>
-__global__ void ln_fwd_kernel(T *y, float *mean, float *rstd, const T *x, int ldx, const float *g,
-                              const float *b, int rows, int D, float eps) {
-  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  ln_fwd_row(y + (size_t)row * D, mean ? mean + row : NULL, rstd ? rstd + row : NULL,
-             x + (size_t)row * ldx, g, b, D, eps, lane);
+/* Columns per lane of the register forms: one of 4, 8, 12, 16, 24, 32, or 0 (wider than 1024). */
+static int ln_lane_cols(int D) {
+  static const int cs[] = {4, 8, 12, 16, 24, 32};
+  const int need = (D + 31) / 32;
+  for (int i = 0; i < 6; i++)
+    if (need <= cs[i]) return cs[i];
+  return 0;
 }
 
-/* y = x + s[b] f (k_residual_fwd's arithmetic), then the LayerNorm of y as stored: the row is
- * read back by the lanes that wrote it, from cache. */
 template <typename T>
-__global__ void res_ln_fwd_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, const T *f,
-                                  const float *s, const float *g, const float *b, int rows, int rps,
-                                  int D, float eps) {
-  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const size_t o = (size_t)row * D;
-  const float sb = s ? s[row / rps] : 1.0f;
-  for (int d = lane; d < D; d += 32) stf(&y[o + d], ldf(&x[o + d]) + sb * ldf(&f[o + d]));
-  ln_fwd_row(ln + o, mean ? mean + row : NULL, rstd ? rstd + row : NULL, y + o, g, b, D, eps, lane);
+static void ln_fwd_run(T *y, T *ln, float *mean, float *rstd, const T *x, int ldx, const T *f,
+                       const float *s, int rps, const float *g, const float *b, int rows, int D,
+                       float eps) {
+  if (rows <= 0) return;
+  const unsigned nb = row_blocks(rows), nt = 32 * ROWS_PER_BLOCK;
+  switch (ln_lane_cols(D)) {
+#define LNF_CASE(C)                                                                              \
+  case C:                                                                                        \
+    ln_fwd_regs_kernel<T, C><<<nb, nt, 0, cu.stream>>>(y, ln, mean, rstd, x, ldx, f, s, rps, g, b, \
+                                                       rows, D, eps);                            \
+    break;
+    LNF_CASE(4)
+    LNF_CASE(8)
+    LNF_CASE(12)
+    LNF_CASE(16)
+    LNF_CASE(24)
+    LNF_CASE(32)
+#undef LNF_CASE
+  default:
+    ln_fwd_kernel<T><<<nb, nt, 0, cu.stream>>>(y, ln, mean, rstd, x, ldx, f, s, rps, g, b, rows, D,
+                                               eps);
+  }
+  CHECK_LAUNCH();
 }
 
 template <typename T>
 void k_layernorm_fwd(T *y, float *mean, float *rstd, const T *x, int ldx, const float *g,
                      const float *b, int rows, int D, float eps) {
-  if (rows <= 0) return;
-  ln_fwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(y, mean, rstd, x, ldx,
-                                                                            g, b, rows, D, eps);
-  CHECK_LAUNCH();
+  ln_fwd_run<T>((T *)NULL, y, mean, rstd, x, ldx, (const T *)NULL, (const float *)NULL, 1, g, b,
+                rows, D, eps);
 }
 
 template <typename T>
 void k_residual_layernorm_fwd(T *y, T *ln, float *mean, float *rstd, const T *x, const T *f,
                               const float *s, const float *g, const float *b, int B, int rps,
                               int D, float eps) {
-  const int rows = B * rps;
-  if (rows <= 0) return;
-  res_ln_fwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
-      y, ln, mean, rstd, x, f, s, g, b, rows, rps, D, eps);
-  CHECK_LAUNCH();
+  SCD_ASSERT(f);
+  ln_fwd_run<T>(y, ln, mean, rstd, x, D, f, s, rps, g, b, B * rps, D, eps);
 }
 
 /* The backward: dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g; with df,
@@ -211,19 +286,19 @@ static void ln_bwd_run(T *dx, float *dg, float *db, T *df, const float *s, int r
                        int rows, int D) {
   if (rows <= 0) return;
   SCD_ASSERT(dg && db); /* ops.h: both accumulate */
-  const int per_lane = (D + 31) / 32;
+  switch (ln_lane_cols(D)) {
 #define LNB_CASE(C)                                                                              \
-  if (per_lane <= C) {                                                                           \
+  case C:                                                                                        \
     ln_bwd_chunks<T, C>(dx, dg, db, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);             \
-    return;                                                                                      \
-  }
-  LNB_CASE(4)
-  LNB_CASE(8)
-  LNB_CASE(12)
-  LNB_CASE(16)
-  LNB_CASE(24)
-  LNB_CASE(32)
+    return;
+    LNB_CASE(4)
+    LNB_CASE(8)
+    LNB_CASE(12)
+    LNB_CASE(16)
+    LNB_CASE(24)
+    LNB_CASE(32)
 #undef LNB_CASE
+  }
   ln_bwd_kernel<T><<<row_blocks(rows), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
       dx, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
   CHECK_LAUNCH();
