@@ -19,10 +19,11 @@
  * Then the same steps again without augmentation (the last crops reused): the "model" step time,
  * comparable with bench/torch_dino_step.py.  FLOPs are counted explicitly (matmuls and attention,
  * 2 per multiply-add; backward = 2 x forward; the teacher runs forward only) and MFU is FLOPs per
- * second over the peak: -T, or 989 TFLOP/s (dense bf16) / 67 TFLOP/s (fp32) on H100 and H200.
+ * second over the peak: -T, or the datasheet's dense peak of the GPU (gpu_peaks: bf16 tensor cores
+ * or fp32; 989.4 / 66.9 TFLOP/s on H100 and H200 SXM, 756.5 / 51.2 on H100 PCIe).
  * The model step is also set against its floor (bench/ops_traffic.h): for every op, the larger of
- * its FLOPs over that peak and the bytes it must move over the memory bandwidth (-W GB/s, or 3352
- * on H100 SXM, 4800 on H200), summed over the step's ops; with -x, each kind of op's GPU time next
+ * its FLOPs over that peak and the bytes it must move over the memory bandwidth (-W GB/s, or the
+ * datasheet's: 3352 on H100 SXM, 2000 PCIe, 4800 on H200), summed over the step's ops; with -x, each kind of op's GPU time next
  * to its floor and the bandwidth its ops reached.
  * Out-of-memory ends the run with status 1 and a message (tests/gpu/run.sh uses that to find the
  * largest batch that fits).  Then "RESULT key=value ..." for tests/gpu/run.sh, and BENCH lines
@@ -69,6 +70,28 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Dense peaks of the GPUs we know by their CUDA names (NVIDIA's datasheets, sparsity excluded):
+ * bf16 tensor cores or fp32 CUDA cores, and memory bandwidth; 0 for others (-T and -W then). */
+static void gpu_peaks(const char *name, int fp32, double *flops, double *bw) {
+  static const struct {
+    const char *a, *b; /* both in the name (b NULL: a alone) */
+    double bf16_tf, fp32_tf, gbps;
+  } known[] = {
+      {"H100", "PCIe", 756.5, 51.2, 2000},  /* HBM2e */
+      {"H100", "NVL", 835.5, 59.8, 3900},   /* HBM3 */
+      {"H200", "NVL", 835.5, 59.8, 4800},   /* HBM3e */
+      {"H200", NULL, 989.4, 66.9, 4800},    /* SXM */
+      {"H100", NULL, 989.4, 66.9, 3352},    /* SXM */
+  };
+  *flops = *bw = 0;
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (strstr(name, known[i].a) && (!known[i].b || strstr(name, known[i].b))) {
+      *flops = (fp32 ? known[i].fp32_tf : known[i].bf16_tf) * 1e12;
+      *bw = known[i].gbps * 1e9;
+      return;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -154,12 +177,10 @@ int main(int argc, char **argv) {
   const int Ng = sf.Ng, Nl = sf.Nl;
   const double fwd_s = sf.fwd_student, fwd_t = sf.fwd_teacher, flops = sf.total;
   const int fp32 = !strcmp(precision, "fp32");
-  double peak = peak_tflops * 1e12;
-  if (peak <= 0 && (strstr(info.name, "H100") || strstr(info.name, "H200")))
-    peak = fp32 ? 66.9e12 : 989.4e12; /* SXM dense peaks (bf16 tensor cores / fp32 CUDA cores) */
-  double bw = peak_gbps * 1e9;
-  if (bw <= 0 && strstr(info.name, "H200")) bw = 4.8e12;                /* HBM3e */
-  else if (bw <= 0 && strstr(info.name, "H100")) bw = strstr(info.name, "PCIe") ? 2.0e12 : 3.352e12;
+  double peak = 0, bw = 0;
+  gpu_peaks(info.name, fp32, &peak, &bw);
+  if (peak_tflops > 0) peak = peak_tflops * 1e12;
+  if (peak_gbps > 0) bw = peak_gbps * 1e9;
   ops_traffic_set_peaks(peak, bw);
   if (rank == 0) {
     printf("GPU %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d, cuBLASLt %zu; %d rank%s\n",

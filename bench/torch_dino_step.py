@@ -25,6 +25,18 @@ import torch.nn.functional as F
 from bench_result import bench_result  # bench/bench_result.py, next to this script
 
 
+# Dense bf16 tensor-core peaks by CUDA device name (NVIDIA's datasheets; gpu_train_bench's table).
+GPU_PEAKS = [(("H100", "PCIe"), 756.5e12), (("H100", "NVL"), 835.5e12), (("H200", "NVL"), 835.5e12),
+             (("H200",), 989.4e12), (("H100",), 989.4e12)]
+
+
+def gpu_peak_bf16(name):
+    for keys, peak in GPU_PEAKS:
+        if all(k in name for k in keys):
+            return peak
+    return float("nan")
+
+
 def drop_path(x, rate, training):
     """Stochastic depth: per sample, the branch is dropped with probability rate, else scaled up."""
     if rate == 0.0 or not training:
@@ -232,7 +244,7 @@ def main():
     fwd_t = vit_flops(a.dim, a.depth, hid, a.chans, a.patch, 2 * b, ng, ng - 1) + head_flops(a.dim, 2048, 256, a.out_dim, 3, 2 * b)
     flops = 3 * fwd_s + fwd_t
     name = torch.cuda.get_device_name() if cuda else "CPU"
-    peak = a.peak_tflops * 1e12 or (989.4e12 if ("H100" in name or "H200" in name) else float("nan"))
+    peak = a.peak_tflops * 1e12 or gpu_peak_bf16(name)
     mfu = flops / (ms * 1e-3) / peak
     mem = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
     print(f"{name}, torch {torch.__version__}: {a.mode}, batch {b}: median {ms:.1f} ms per step, "

@@ -41,4 +41,12 @@ expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
 expect_nogrep 'FAIL|failed:|TIMEOUT'
+# the benchmark's peaks follow the GPU's name (gpu_peaks): an H100 PCIe, an H200 NVL
+tiny="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 2 -s 1 -w 0"
+out=$(SCDINO_EMU_NAME="NVIDIA H100 PCIe" "$e/gpu_train_bench" $tiny 2>&1)
+expect_grep 'MFU against 756\.5 TFLOP/s'
+expect_grep 'floor of the model step at 756 TFLOP/s and 2000 GB/s'
+out=$(SCDINO_EMU_NAME="NVIDIA H200 NVL" "$e/gpu_train_bench" $tiny -P fp32 2>&1)
+expect_grep 'MFU against 59\.8 TFLOP/s'
+expect_grep 'floor of the model step at 60 TFLOP/s and 4800 GB/s'
 finish

@@ -300,7 +300,9 @@ cudaError_t cudaSetDevice(int dev) {
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
   if (dev != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d): one emulated GPU", dev);
   memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "NVIDIA H100 (scdino CPU emulator)");
+  /* SCDINO_EMU_NAME: another name, for what reads the model from it (the benchmark's peaks) */
+  const char *nm = getenv("SCDINO_EMU_NAME");
+  snprintf(p->name, sizeof p->name, "%s", nm && *nm ? nm : "NVIDIA H100 (scdino CPU emulator)");
   /* Distinct per process, so that ranks of one emulated job have GPUs of their own; with
    * SCDINO_EMU_SAME_GPU=1 every process sees the same one (the tests of the shared-GPU checks). */
   const char *same = getenv("SCDINO_EMU_SAME_GPU");
