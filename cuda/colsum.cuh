@@ -1,12 +1,14 @@
 /* colsum.cuh - deterministic column reductions over rows: out[c] (+)= sum_r f(r, c).
  *
- * One launch: blocks of 32 columns x 8 row lanes sum fixed chunks of COLSUM_CHUNK rows into
+ * One launch: blocks of 32 threads x 8 row lanes sum fixed chunks of COLSUM_CHUNK rows into
  * partial sums (each chunk's 8 lanes combined in a fixed order); the last block of a column strip
  * to finish (a counter per strip) adds that strip's chunks in chunk order and resets the counter.
  * The result depends only on rows and cols, never on the GPU or the order blocks finish in (the
  * counter only elects who adds; the sum order is fixed), so gradients are reproducible run to run.
  * f is a functor with `__device__ float operator()(int r, int c) const` (colsum_run), or one setting
- * several values at once (colsum_multi_run: one pass over the rows for several sums). */
+ * several values at once (colsum_multi_run: one pass over the rows for several sums).  A thread
+ * sums one column, or, for plain activation arrays (k_colsum), the 8 bf16 or 4 fp32 columns of a
+ * 16-byte load. */
 #ifndef SCDINO_COLSUM_CUH
 #define SCDINO_COLSUM_CUH
 
@@ -14,30 +16,26 @@
 
 #define COLSUM_CHUNK 128 /* rows per partial sum */
 
-/* NO sums at once: f(r, c, v) sets v[0..NO) (one pass over the rows for several outputs). */
-template <int NO, typename F>
-__global__ void colsum_kernel(float *out0, float *out1, float *partial, unsigned *count, F f,
-                              int rows, int cols, int accumulate) {
-  __shared__ float red[NO][8][33];
+/* The end of every column-sum block: thread (x, y) holds acc[o][j], its row lane's sum over this
+ * chunk for column c0 + j (j < V; c0 = (blockIdx.x * 32 + x) * V), for output o < NO.  The 8 lanes
+ * are combined in order into the chunk's partial sums; the strip's last block adds the chunks in
+ * order. */
+template <int NO, int V>
+__device__ void colsum_finish(float *out0, float *out1, float *partial, unsigned *count,
+                              float (&acc)[NO][V], int c0, int cols, int accumulate) {
+  __shared__ float red[NO][8][32 * V + 1];
   __shared__ int last;
-  const int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y, nchunk = gridDim.y;
-  const int r0 = chunk * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
-  float acc[NO];
-  for (int o = 0; o < NO; o++) acc[o] = 0.0f;
-  if (c < cols)
-    for (int r = r0 + threadIdx.y; r < r1; r += 8) {
-      float v[NO];
-      f(r, c, v);
-      for (int o = 0; o < NO; o++) acc[o] += v[o];
-    }
-  for (int o = 0; o < NO; o++) red[o][threadIdx.y][threadIdx.x] = acc[o];
+  const int chunk = blockIdx.y, nchunk = gridDim.y, t = threadIdx.x * V;
+  for (int o = 0; o < NO; o++)
+    for (int j = 0; j < V; j++) red[o][threadIdx.y][t + j] = acc[o][j];
   __syncthreads();
-  if (threadIdx.y == 0 && c < cols)
-    for (int o = 0; o < NO; o++) {
-      float s = red[o][0][threadIdx.x];
-      for (int i = 1; i < 8; i++) s += red[o][i][threadIdx.x];
-      partial[((size_t)o * nchunk + chunk) * cols + c] = s;
-    }
+  if (threadIdx.y == 0)
+    for (int o = 0; o < NO; o++)
+      for (int j = 0; j < V && c0 + j < cols; j++) {
+        float s = red[o][0][t + j];
+        for (int i = 1; i < 8; i++) s += red[o][i][t + j];
+        partial[((size_t)o * nchunk + chunk) * cols + c0 + j] = s;
+      }
   __threadfence(); /* this block's partials are visible to the block that adds them */
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0)
@@ -45,21 +43,39 @@ __global__ void colsum_kernel(float *out0, float *out1, float *partial, unsigned
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (threadIdx.y == 0 && c < cols)
-    for (int o = 0; o < NO; o++) {
-      const volatile float *pv = partial + (size_t)o * nchunk * cols; /* other blocks' writes */
-      float s = 0.0f;
-      for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c];
-      float *out = o ? out1 : out0;
-      out[c] = accumulate ? out[c] + s : s;
-    }
+  if (threadIdx.y == 0)
+    for (int o = 0; o < NO; o++)
+      for (int j = 0; j < V && c0 + j < cols; j++) {
+        const volatile float *pv = partial + (size_t)o * nchunk * cols; /* other blocks' writes */
+        float s = 0.0f;
+        for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c0 + j];
+        float *out = o ? out1 : out0;
+        out[c0 + j] = accumulate ? out[c0 + j] + s : s;
+      }
   if (threadIdx.x == 0 && threadIdx.y == 0) count[blockIdx.x] = 0; /* ready for the next call */
+}
+
+/* NO sums at once: f(r, c, v) sets v[0..NO) (one pass over the rows for several outputs). */
+template <int NO, typename F>
+__global__ void colsum_kernel(float *out0, float *out1, float *partial, unsigned *count, F f,
+                              int rows, int cols, int accumulate) {
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int r0 = blockIdx.y * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
+  float acc[NO][1];
+  for (int o = 0; o < NO; o++) acc[o][0] = 0.0f;
+  if (c < cols)
+    for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+      float v[NO];
+      f(r, c, v);
+      for (int o = 0; o < NO; o++) acc[o][0] += v[o];
+    }
+  colsum_finish<NO, 1>(out0, out1, partial, count, acc, c, cols, accumulate);
 }
 
 /* out[c] = accumulate ? out[c] : 0 for c < cols (no rows). */
 __global__ void colsum_empty_kernel(float *out, int cols, int accumulate);
 
-/* Zeroed counters, one per strip of 32 columns, for n strips (grown on demand). */
+/* Zeroed counters, one per strip of columns (a block's), for n strips (grown on demand). */
 unsigned *colsum_counters(int n);
 
 /* outo[c] = (accumulate ? outo[c] : 0) + sum over r < rows of v[o] from f(r, c, v), for c < cols

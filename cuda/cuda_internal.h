@@ -71,6 +71,25 @@ __device__ __forceinline__ float ldf(const bf16 *p) { return __bfloat162float(*p
 __device__ __forceinline__ void stf(float *p, float v) { *p = v; }
 __device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* 16 bytes of elements at once (8 bf16 or 4 fp32; p 16-byte aligned): memory-bound kernels need
+ * many bytes in flight per thread to approach the bandwidth. */
+template <typename T> struct vec16 {
+  static const int N = 16 / (int)sizeof(T);
+};
+template <typename T> __device__ __forceinline__ void ld_vec(float *v, const T *p) {
+  const uint4 u = *(const uint4 *)p;
+  const T *e = (const T *)&u;
+#pragma unroll
+  for (int k = 0; k < vec16<T>::N; k++) v[k] = ldf(&e[k]);
+}
+template <typename T> __device__ __forceinline__ void st_vec(T *p, const float *v) {
+  uint4 u;
+  T *e = (T *)&u;
+#pragma unroll
+  for (int k = 0; k < vec16<T>::N; k++) stf(&e[k], v[k]);
+  *(uint4 *)p = u;
+}
+
 template <typename T> struct cu_dtype;
 template <> struct cu_dtype<float> {
   static constexpr cudaDataType_t value = CUDA_R_32F;

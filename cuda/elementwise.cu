@@ -49,25 +49,9 @@ __device__ __forceinline__ float gelu_grad(float v) {
 }
 
 /* GELU is the largest elementwise op of a step (bench/README.md), so where the arrays are 16-byte
- * aligned each thread moves 16 bytes per access (8 bf16 or 4 fp32): more bytes in flight than
+ * aligned each thread moves 16 bytes per access (ld_vec, st_vec): more bytes in flight than
  * element-wide loads, for the same arithmetic per element.  The elements past the last full
  * vector, and unaligned arrays, go one at a time. */
-template <typename T> struct vec16 {
-  static const int N = 16 / (int)sizeof(T);
-};
-template <typename T> __device__ __forceinline__ void ld_vec(float *v, const T *p) {
-  const uint4 u = *(const uint4 *)p;
-  const T *e = (const T *)&u;
-#pragma unroll
-  for (int k = 0; k < vec16<T>::N; k++) v[k] = ldf(&e[k]);
-}
-template <typename T> __device__ __forceinline__ void st_vec(T *p, const float *v) {
-  uint4 u;
-  T *e = (T *)&u;
-#pragma unroll
-  for (int k = 0; k < vec16<T>::N; k++) stf(&e[k], v[k]);
-  *(uint4 *)p = u;
-}
 static bool aligned16(const void *a, const void *b, const void *c) {
   return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
 }
