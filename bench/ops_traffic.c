@@ -13,7 +13,8 @@
   X(LN_FWD, layernorm_fwd) X(LN_BWD, layernorm_bwd) X(RES_LN_FWD, residual_layernorm_fwd)         \
   X(LN_RES_BWD, layernorm_residual_bwd) X(L2_FWD, l2norm_fwd) X(L2_BWD, l2norm_bwd)               \
   X(WN_FWD, weightnorm_fwd) X(WN_BWD, weightnorm_bwd) X(ATTN_FWD, attn_fwd) X(ATTN_BWD, attn_bwd) \
-  X(GELU_FWD, gelu_fwd) X(GELU_BWD, gelu_bwd) X(RES_FWD, residual_fwd) X(RES_BWD, residual_bwd)  \
+  X(GELU_FWD, gelu_fwd) X(GELU_BWD, gelu_bwd) X(GELU_BWD_BIAS, gelu_bwd_bias)                      \
+  X(RES_FWD, residual_fwd) X(RES_BWD, residual_bwd)                                                \
   X(LOSS, dino_loss) X(CENTER, center_update) X(SEG_NORMS, seg_norms) X(SEG_SCALE, seg_scale)    \
   X(ADAMW, adamw) X(EMA, ema) X(ADAMW_EMA, adamw_ema)
 
@@ -204,6 +205,11 @@ static void t_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
   charge(OP_GELU_BWD, TRAFFIC_OTHER, 3 * A * (double)n, 0);
   in->gelu_bwd(dx, dy, x, n);
 }
+/* gelu_bwd's bytes and the bias gradient accumulated */
+static void t_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
+  charge(OP_GELU_BWD_BIAS, TRAFFIC_OTHER, 3 * A * (double)rows * cols + 2 * F * cols, 0);
+  in->gelu_bwd_bias(dx, db, dy, x, rows, cols);
+}
 static void t_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
   charge(OP_RES_FWD, TRAFFIC_OTHER, 3 * A * B * (double)rps * D + (s ? F * B : 0), 0);
   in->residual_fwd(y, x, f, s, B, rps, D);
@@ -286,6 +292,7 @@ const struct ops *ops_traffic_wrap(const struct ops *inner, size_t act_bytes) {
   w.attn_bwd = t_attn_bwd;
   w.gelu_fwd = t_gelu_fwd;
   w.gelu_bwd = t_gelu_bwd;
+  w.gelu_bwd_bias = t_gelu_bwd_bias;
   w.residual_fwd = t_res_fwd;
   w.residual_bwd = t_res_bwd;
   w.dino_loss = t_loss;

@@ -584,6 +584,10 @@ template <typename T> static void o_gelu_bwd(void *dx, const void *dy, const voi
   if (n) PROF(P_OTHER, k_gelu_bwd<T>((T *)dx, (const T *)dy, (const T *)x, n));
 }
 template <typename T>
+static void o_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
+  PROF(P_OTHER, k_gelu_bwd_bias<T>((T *)dx, db, (const T *)dy, (const T *)x, rows, cols));
+}
+template <typename T>
 static void o_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
   PROF(P_OTHER, k_residual_fwd<T>((T *)y, (const T *)x, (const T *)f, s, B, rps, D));
 }
@@ -667,6 +671,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->attn_bwd = o_attn_bwd<T>;
   o->gelu_fwd = o_gelu_fwd<T>;
   o->gelu_bwd = o_gelu_bwd<T>;
+  o->gelu_bwd_bias = o_gelu_bwd_bias<T>;
   o->residual_fwd = o_res_fwd<T>;
   o->residual_bwd = o_res_bwd<T>;
   o->dino_loss = o_dino_loss<T>;

@@ -72,6 +72,24 @@ __global__ void colsum_kernel(float *out0, float *out1, float *partial, unsigned
   colsum_finish<NO, 1>(out0, out1, partial, count, acc, c, cols, accumulate);
 }
 
+/* V columns per thread: f(r, c0, v) sets v[0..V) for columns c0 .. c0+V-1 of row r (one 16-byte
+ * load of activations, say). */
+template <int V, typename F>
+__global__ void colsum_vec_kernel(float *out, float *partial, unsigned *count, F f, int rows,
+                                  int cols, int accumulate) {
+  const int c0 = (blockIdx.x * 32 + threadIdx.x) * V;
+  const int r0 = blockIdx.y * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
+  float acc[1][V];
+  for (int j = 0; j < V; j++) acc[0][j] = 0.0f;
+  if (c0 < cols)
+    for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+      float v[V];
+      f(r, c0, v);
+      for (int j = 0; j < V; j++) acc[0][j] += v[j];
+    }
+  colsum_finish<1, V>(out, (float *)NULL, partial, count, acc, c0, cols, accumulate);
+}
+
 /* out[c] = accumulate ? out[c] : 0 for c < cols (no rows). */
 __global__ void colsum_empty_kernel(float *out, int cols, int accumulate);
 
@@ -98,6 +116,25 @@ void colsum_multi_run(float *out0, float *out1, F f, int rows, int cols, int acc
   const dim3 grid((unsigned)strips, (unsigned)nchunk), block(32, 8);
   colsum_kernel<NO, F><<<grid, block, 0, cu.stream>>>(out0, out1, partial, count, f, rows, cols,
                                                       accumulate);
+  CHECK_LAUNCH();
+}
+
+/* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f's values, V columns per thread
+ * (cols a multiple of V). */
+template <int V, typename F> void colsum_vec_run(float *out, F f, int rows, int cols, int accumulate) {
+  if (cols <= 0) return;
+  SCD_ASSERT(cols % V == 0);
+  if (rows <= 0) {
+    colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
+    CHECK_LAUNCH();
+    return;
+  }
+  const int nchunk = (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK, strips = (cols + 32 * V - 1) / (32 * V);
+  SCD_ASSERT(nchunk <= 65535);
+  unsigned *count = colsum_counters(strips);
+  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
+  colsum_vec_kernel<V, F><<<dim3((unsigned)strips, (unsigned)nchunk), dim3(32, 8), 0, cu.stream>>>(
+      out, partial, count, f, rows, cols, accumulate);
   CHECK_LAUNCH();
 }
 

@@ -90,6 +90,13 @@ template <typename T> __device__ __forceinline__ void st_vec(T *p, const float *
   *(uint4 *)p = u;
 }
 
+/* v as the element type stores it. */
+template <typename T> __device__ __forceinline__ float rounded(float v) {
+  T t;
+  stf(&t, v);
+  return ldf(&t);
+}
+
 template <typename T> struct cu_dtype;
 template <> struct cu_dtype<float> {
   static constexpr cudaDataType_t value = CUDA_R_32F;
@@ -135,6 +142,8 @@ template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n);
 void k_f32_to_bf16(bf16 *dst, const float *src, size_t n);
 template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n);
 template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n);
+template <typename T>
+void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols);
 template <typename T>
 void k_residual_fwd(T *y, const T *x, const T *f, const float *s, int B, int rps, int D);
 template <typename T> void k_residual_bwd(T *df, const T *dy, const float *s, int B, int rps, int D);

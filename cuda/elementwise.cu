@@ -6,7 +6,7 @@
  * inputs they give bit-identical results. */
 #include "build_config.h"
 
-#include "cuda_internal.h"
+#include "colsum.cuh"
 
 #define EW_THREADS 256
 
@@ -97,6 +97,37 @@ template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n) 
   gelu_bwd_kernel<T><<<cu_blocks(nv ? nv : n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dx, dy, x, n,
                                                                                       nv);
   CHECK_LAUNCH();
+}
+
+/* GELU's backward for 16-byte vectors of a row, and the stored values for the column sums: k_colsum
+ * reading dx after k_gelu_bwd, in the same order, without reading dx back. */
+template <typename T> struct gelu_bwd_vec {
+  T *dx;
+  const T *dy, *x;
+  int cols;
+  __device__ void operator()(int r, int c0, float *v) const {
+    const int V = vec16<T>::N;
+    const size_t o = (size_t)r * cols + c0;
+    float xv[V];
+    ld_vec(v, dy + o);
+    ld_vec(xv, x + o);
+#pragma unroll
+    for (int k = 0; k < V; k++) v[k] *= gelu_grad(xv[k]);
+    st_vec(dx + o, v);
+#pragma unroll
+    for (int k = 0; k < V; k++) v[k] = rounded<T>(v[k]);
+  }
+};
+
+template <typename T>
+void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols) {
+  const int V = vec16<T>::N;
+  if (cols % V || !aligned16(dx, dy, x)) {
+    if (rows > 0 && cols > 0) k_gelu_bwd<T>(dx, dy, x, (size_t)rows * cols);
+    k_colsum<T>(db, dx, rows, cols, (size_t)cols, 1);
+    return;
+  }
+  colsum_vec_run<V>(db, gelu_bwd_vec<T>{dx, dy, x, cols}, rows, cols, 1);
 }
 
 /* ---- residual with stochastic depth ------------------------------------------------------------- */
@@ -239,6 +270,7 @@ void k_ema(float *dst, const float *src, size_t n, double m) {
   template void k_gelu_fwd<T>(T *, const T *, size_t);                                            \
   template void k_gelu_bwd<T>(T *, const T *, const T *, size_t);                                 \
   template void k_residual_fwd<T>(T *, const T *, const T *, const float *, int, int, int);       \
+  template void k_gelu_bwd_bias<T>(T *, float *, const T *, const T *, int, int);                \
   template void k_residual_bwd<T>(T *, const T *, const float *, int, int, int);                  \
   template void k_patchify<T>(T *, const float *, int, int, int, int, int);                       \
   template void k_tokens_fwd<T>(T *, const T *, const float *, const float *, int, int, int);      \

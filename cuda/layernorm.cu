@@ -19,12 +19,6 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + ROWS_PER_BLOCK 
  * one (y = x + s[b] f as k_residual_fwd computes it, stored, then the LayerNorm of y as stored).
  * Up to 1024 columns a lane holds its C elements (d = lane + 32k) in registers: each load is
  * issued once, all C at a time; wider rows loop and read the row again from cache. */
-template <typename T> __device__ __forceinline__ float rounded(float v) {
-  T t;
-  stf(&t, v);
-  return ldf(&t);
-}
-
 template <typename T, int C>
 __global__ void ln_fwd_regs_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, int ldx,
                                    const T *f, const float *s, int rps, const float *g,

@@ -147,6 +147,10 @@ struct ops {
   void (*gelu_fwd)(void *y, const void *x, size_t n);
   /* dx = dy * gelu'(x); dx may alias dy. */
   void (*gelu_bwd)(void *dx, const void *dy, const void *x, size_t n);
+  /* gelu_bwd over rows x cols, then db[cols] += the column sums of dx as stored: the bias gradient
+   * of the Linear whose output x was (its linear_bwd then takes db = NULL), without reading dx
+   * again.  The results are those of gelu_bwd and linear_bwd's db, bit for bit. */
+  void (*gelu_bwd_bias)(void *dx, float *db, const void *dy, const void *x, int rows, int cols);
   /* Residual with stochastic depth: y = x + s[b] f for the rps rows of sample b (rows b*rps ..
    * b*rps+rps-1, each D wide); s == NULL means s[b] = 1.  y may alias x. */
   void (*residual_fwd)(void *y, const void *x, const void *f, const float *s, int B, int rps, int D);

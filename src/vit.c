@@ -302,8 +302,9 @@ void vit_backward_block(const struct vit *v, const struct ops *ops, const float 
     dz = p->dbr;
   }
   ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, P + w->fc2w, T, D, Hm);
-  ops->gelu_bwd(s->dh, s->dh, A->h, (size_t)T * Hm);
-  ops->linear_bwd(s->dln, G + w->fc1w, G + w->fc1b, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
+  /* fc1's bias gradient comes with GELU's backward, which writes its output gradient */
+  ops->gelu_bwd_bias(s->dh, G + w->fc1b, s->dh, A->h, T, Hm);
+  ops->linear_bwd(s->dln, G + w->fc1w, NULL, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
   /* Attention branch: x_mid = x + s1 * proj(attn(qkv(ln1(x)))); its gradient s1 dL/dx_mid comes
    * with LayerNorm 2's backward. */
   const void *dy = p->dres;

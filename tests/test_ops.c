@@ -384,6 +384,30 @@ static void test_fused_case(int B, int rps, int D, int with_s) {
 }
 #undef SAME
 
+/* GELU's backward with the bias gradient of the Linear before it: gelu_bwd, then linear_bwd's db. */
+static void test_gelu_bias(int rows, int cols) {
+  const size_t n = (size_t)rows * cols;
+  float *x = frnd(n, 2, 0), *dy = frnd(n, 1, 0), *db1 = frnd(cols, 1, 0), *db2 = fdup(db1, cols);
+  float *dx1 = fzeros(n), *dx2 = fdup(dy, n);
+  kern_gelu_bwd_f32(dx1, dy, x, n);
+  kern_linear_bwd_f32(NULL, NULL, db1, dx1, NULL, NULL, rows, cols, 1);
+  kern_gelu_bwd_bias_f32(dx2, db2, dx2, x, rows, cols); /* in place, as vit.c runs it */
+  T_CHECK(memcmp(dx2, dx1, n * sizeof(float)) == 0, "gelu_bwd_bias: dx differs from gelu_bwd's (%dx%d)", rows, cols);
+  T_CHECK(memcmp(db2, db1, (size_t)cols * sizeof(float)) == 0,
+          "gelu_bwd_bias: db differs from linear_bwd's (%dx%d)", rows, cols);
+  /* from zero, db is the column sums of dx */
+  double e = 0;
+  float *z = fzeros(cols);
+  kern_gelu_bwd_bias_f32(dx2, z, dy, x, rows, cols);
+  for (int c = 0; c < cols; c++) {
+    double sum = 0;
+    for (int r = 0; r < rows; r++) sum += dx1[(size_t)r * cols + c];
+    e = fmax(e, fabs(z[c] - sum));
+  }
+  T_CHECK(e < 1e-4, "gelu_bwd_bias: db is not the column sums of dx (%.3e)", e);
+  free(x), free(dy), free(db1), free(db2), free(dx1), free(dx2), free(z);
+}
+
 /* ---- L2 normalisation, weight normalisation ------------------------------------------------ */
 enum { NR = 4, ND = 6 };
 static double *nx_, *wg, *wv;
@@ -554,6 +578,7 @@ int main(int argc, char **argv) {
   test_elementwise();
   test_fused_case(4, 5, 70, 1); /* two column blocks of the parameter sums */
   test_fused_case(3, 197, 12, 0);
+  test_gelu_bias(37, 70);
   test_norms();
   test_loss();
   test_pos_interp(14, 6, 6, 96, 96);    /* local 96-px crop, p16 */

@@ -155,6 +155,9 @@ static void single_ops(void) {
   T_NEAR(charged("adamw", NULL), 7.0 * 4 * 15, 0, "adamw bytes");
   w->gelu_bwd(z, y, buf, 11);
   T_NEAR(charged("gelu_bwd", NULL), 3.0 * 2 * 11, 0, "gelu_bwd bytes");
+  /* and with the bias gradient of 11 columns accumulated in fp32 */
+  w->gelu_bwd_bias(z, y + 3000, y, buf, 3, 11);
+  T_NEAR(charged("gelu_bwd_bias", NULL), 3.0 * 2 * 33 + 8.0 * 11, 0, "gelu_bwd_bias bytes");
 
   /* the floor: per call, the larger of FLOPs / peak and bytes / bandwidth */
   struct ops_traffic tr;

@@ -115,6 +115,9 @@ static void c_gelu_fwd(void *y, const void *x, size_t n) {
 static void c_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
   TIMED(other_s, kern_gelu_bwd_f32(dx, dy, x, n));
 }
+static void c_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
+  TIMED(other_s, kern_gelu_bwd_bias_f32(dx, db, dy, x, rows, cols));
+}
 static void c_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
   TIMED(other_s, kern_residual_fwd_f32(y, x, f, s, B, rps, D));
 }
@@ -178,6 +181,7 @@ static const struct ops cpu_ops = {
     .attn_bwd = c_attn_bwd,
     .gelu_fwd = c_gelu_fwd,
     .gelu_bwd = c_gelu_bwd,
+    .gelu_bwd_bias = c_gelu_bwd_bias,
     .residual_fwd = c_res_fwd,
     .residual_bwd = c_res_bwd,
     .dino_loss = c_dino_loss,

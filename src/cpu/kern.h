@@ -30,6 +30,7 @@
                                        int B, int rps, int D);                                    \
   void kern_gelu_fwd_##S(R *y, const R *x, size_t n);                                             \
   void kern_gelu_bwd_##S(R *dx, const R *dy, const R *x, size_t n);                               \
+  void kern_gelu_bwd_bias_##S(R *dx, R *db, const R *dy, const R *x, int rows, int cols);         \
   void kern_residual_fwd_##S(R *y, const R *x, const R *f, const R *s, int B, int rps, int D);    \
   void kern_residual_bwd_##S(R *df, const R *dy, const R *s, int B, int rps, int D);              \
   void kern_attn_fwd_##S(R *out, R *P, const R *qkv, int B, int N, int H, int hd, R scale);       \

@@ -256,6 +256,11 @@ void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n) {
   }
 }
 
+void KN(kern_gelu_bwd_bias)(R *dx, R *db, const R *dy, const R *x, int rows, int cols) {
+  KN(kern_gelu_bwd)(dx, dy, x, (size_t)rows * cols);
+  colsum_add(db, dx, rows, cols, (size_t)cols); /* as kern_linear_bwd's db */
+}
+
 void KN(kern_residual_fwd)(R *y, const R *x, const R *f, const R *s, int B, int rps, int D) {
   KN(kern_residual_layernorm_fwd)(y, NULL, NULL, NULL, x, f, s, NULL, NULL, B, rps, D, 0.0);
 }

@@ -537,6 +537,30 @@ static void check_fused_residual_ln(int B, int rps, int D, int with_s) {
   free(ysum), free(gxr), free(ggr), free(gbr), free(gfr);
 }
 
+/* GELU's backward with fc1's bias gradient: the GPU's gelu_bwd and linear_bwd's db in turn bit
+ * for bit (the same column-sum order), the CPU's fused op to the tolerance.  In place, as vit.c
+ * runs it. */
+static void check_gelu_bias(int rows, int cols) {
+  char nm[128];
+  const size_t n = (size_t)rows * cols;
+  float *x = gpu_randu(&R, n, -6.0f, 6.0f), *gy = gpu_randn(&R, n, 1.0f), *b0 = gpu_randn(&R, cols, 1.0f);
+  void *dxa = gpu_act_up(g, x, n), *d1 = gpu_act_up(g, gy, n), *d2 = gpu_act_up(g, gy, n);
+  float *db1 = gpu_f32_up(g, b0, cols), *db2 = gpu_f32_up(g, b0, cols);
+  g->gelu_bwd(d1, d1, dxa, n);
+  g->linear_bwd(NULL, NULL, db1, d1, NULL, NULL, rows, cols, 1);
+  g->gelu_bwd_bias(d2, db2, d2, dxa, rows, cols);
+  act_same(NAME(nm, "%s gelu_bwd_bias %dx%d: dx = gelu_bwd's", tag, rows, cols), d2, d1, n);
+  f32_same(NAME(nm, "%s gelu_bwd_bias: db = linear_bwd's", tag), db2, db1, cols);
+  float *dxr = gpu_zeros(n), *dbr = gpu_dup(b0, cols), *h = gpu_zeros(n), *hb = gpu_zeros(cols);
+  cpu->gelu_bwd_bias(dxr, dbr, gy, x, rows, cols);
+  gpu_act_down(g, h, d2, n);
+  gpu_f32_down(g, hb, db2, cols);
+  gpu_cmp(NAME(nm, "%s gelu_bwd_bias dx vs CPU", tag), h, dxr, n, TOL);
+  gpu_cmp(NAME(nm, "%s gelu_bwd_bias db (+=) vs CPU", tag), hb, dbr, cols, TOL);
+  g->free(dxa), g->free(d1), g->free(d2), g->free(db1), g->free(db2);
+  free(x), free(gy), free(b0), free(dxr), free(dbr), free(h), free(hb);
+}
+
 /* ---- loss and optimizer ------------------------------------------------------------------------- */
 
 static void check_dino_loss(int B, int ns, int nt, int K) {
@@ -748,6 +772,8 @@ static void run_all(const char *precision) {
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
   check_gelu(10007);
+  check_gelu_bias(300, 1152); /* 16-byte vectors, 3 chunks of rows, a part strip */
+  check_gelu_bias(37, 13);    /* one element at a time */
   check_residual(3, 5, 48, 0);
   check_residual(3, 5, 48, 1);
   check_dino_loss(3, 4, 2, 1000);
