@@ -1,0 +1,22 @@
+/* gpu_ops_ctx.h - what the files of tests/gpu/test_gpu_ops share: the two backends, the random
+ * stream, the tolerance and tag of the precision being run, and the checks kept in other files. */
+#ifndef SCDINO_GPU_OPS_CTX_H
+#define SCDINO_GPU_OPS_CTX_H
+
+#include <stdio.h>
+
+#include "ops.h"
+#include "rng.h"
+
+extern const struct ops *cpu, *g; /* the CPU reference and the CUDA table under test */
+extern struct rng R;
+extern double TOL; /* relative L2 tolerance of this precision */
+extern char tag[32];  /* the precision (and attention) being run, for check names */
+
+#define NAME(buf, ...) (snprintf(buf, sizeof buf, __VA_ARGS__), buf)
+
+/* test_gpu_fused.c: the fused ops against the plain ones (bit for bit) and the CPU. */
+void check_fused_residual_ln(int B, int rps, int D, int with_s);
+void check_gelu_bias(int rows, int cols);
+
+#endif
