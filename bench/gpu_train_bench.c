@@ -186,11 +186,11 @@ int main(int argc, char **argv) {
     printf("GPU %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d, cuBLASLt %zu; %d rank%s\n",
            info.name, info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0,
            info.runtime_version, info.driver_version, info.cublaslt_version, world, world > 1 ? "s" : "");
-    printf("ViT D=%d depth=%d heads=%d p=%d C=%d, head K=%d; %s, attention %s, gradients over %s; batch "
-           "%d per GPU: 2 x %d px (%d tokens) + %d x %d px (%d tokens); %zu parameters; activations "
-           "%.1f MiB\n",
+    printf("ViT D=%d depth=%d heads=%d p=%d C=%d, head K=%d; %s, attention %s, bias gradients by %s, "
+           "gradients over %s; batch %d per GPU: 2 x %d px (%d tokens) + %d x %d px (%d tokens); %zu "
+           "parameters; activations %.1f MiB\n",
            s.vit.dim, s.vit.depth, s.vit.heads, s.vit.patch, C, s.head.out_dim, precision,
-           backend_cuda_attention(), gc->name, B, G, Ng, nl, Lsz, Nl, tensors_numel(&m->tt),
+           backend_cuda_attention(), backend_cuda_bias_grad(), gc->name, B, G, Ng, nl, Lsz, Nl, tensors_numel(&m->tt),
            m->acts.size / 1048576.0);
     printf("FLOP per step and GPU: %.1f GFLOP = 3 x %.1f (student forward + backward) + %.1f (teacher "
            "forward); matmuls and attention, 2 per multiply-add; MFU against %.1f TFLOP/s%s\n",
@@ -308,7 +308,8 @@ int main(int argc, char **argv) {
            B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9, 1e3 * floor_s, moved / 1e9);
     /* The same headline numbers as BENCH lines for bench/run_all (bench/bench_result.h). */
     char name[64], notes[512];
-    snprintf(name, sizeof name, "gpu_train.%s.%s", precision, backend_cuda_attention());
+    snprintf(name, sizeof name, "gpu_train.%s.%s%s", precision, backend_cuda_attention(),
+             strcmp(backend_cuda_bias_grad(), "epilogue") ? ".bgrad-kernel" : "");
     if (world > 1) snprintf(name + strlen(name), sizeof name - strlen(name), ".%dgpu", world);
     snprintf(notes, sizeof notes, "%s, ViT D=%d L=%d p=%d C=%d K=%d, batch %d per GPU, %d rank(s), grads over %s, "
              "median of %d", info.name, s.vit.dim, s.vit.depth, s.vit.patch, C, s.head.out_dim, B, world, gc->name,

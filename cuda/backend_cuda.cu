@@ -302,6 +302,8 @@ static int cu_init(void) {
   cu.device = dev;
   const char *impl = getenv("SCDINO_CUDA_ATTENTION");
   if (impl && *impl) backend_cuda_set_attention(impl);
+  const char *bg = getenv("SCDINO_CUDA_BGRAD");
+  if (bg && *bg) backend_cuda_set_bias_grad(bg);
   CHECK_CUDA(cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking));
   lt_init();
   cu.ready = 1;
@@ -397,6 +399,11 @@ static void o_linear_fwd(void *y, const void *x, const float *w, const float *b,
   });
 }
 
+/* Bias gradients of Linear layers: by the weight gradient's GEMM (BGRADB epilogue) or by k_colsum
+ * (backend_cuda_set_bias_grad), and how many the epilogue has summed. */
+static int bgrad_epilogue = 1;
+static long bgrad_fused;
+
 template <typename T>
 static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x,
                          const float *w, int M, int N, int K) {
@@ -407,10 +414,21 @@ static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const v
       lt_matmul(0, 0, K, M, N, wq, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N, dx,
                 cu_dtype<T>::value, K, 0.0f, NULL);
     }
-    if (dw) /* dw^T [K x N] += x^T [K x M] dy [M x N], fp32 output */
+    /* dw^T [K x N] += x^T [K x M] dy [M x N], fp32 output; db's column sums of dy (op(B) over
+     * k = M) by the same GEMM's epilogue where cuBLASLt has one, which saves reading dy again */
+    int summed = 0;
+    if (dw && db && bgrad_epilogue) {
+      float *g = (float *)cu_scratch(SLOT_BGRAD, (size_t)N * sizeof(float));
+      summed = lt_matmul_bgradb(0, 1, K, N, M, x, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N,
+                                dw, CUDA_R_32F, K, 1.0f, g);
+      if (summed) {
+        k_add_f32(db, g, (size_t)N); /* the epilogue stores; db accumulates */
+        bgrad_fused++;
+      }
+    } else if (dw)
       lt_matmul(0, 1, K, N, M, x, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N, dw,
                 CUDA_R_32F, K, 1.0f, NULL);
-    if (db) k_colsum<T>(db, (const T *)dy, M, N, (size_t)N, 1);
+    if (db && !summed) k_colsum<T>(db, (const T *)dy, M, N, (size_t)N, 1);
   });
 }
 
@@ -745,6 +763,17 @@ extern "C" void backend_cuda_set_attention(const char *impl) {
 }
 
 extern "C" const char *backend_cuda_attention(void) { return attn_names[attn_choice]; }
+
+extern "C" void backend_cuda_set_bias_grad(const char *how) {
+  if (strcmp(how, "epilogue") && strcmp(how, "kernel"))
+    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_BGRAD = '%s': expected 'epilogue' or 'kernel'", how);
+  bgrad_epilogue = !strcmp(how, "epilogue");
+  if (cu.ready) lt_forget(); /* plans and refusals afresh (tests change what the stand-in offers) */
+}
+
+extern "C" const char *backend_cuda_bias_grad(void) { return bgrad_epilogue ? "epilogue" : "kernel"; }
+
+extern "C" long backend_cuda_bias_grad_fused(void) { return bgrad_fused; }
 
 extern "C" const char *backend_cuda_cudnn_attention_why_not(void) {
   return cu.ready ? k_attn_cudnn_why_not() : "no GPU context";

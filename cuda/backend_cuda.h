@@ -57,6 +57,15 @@ void *backend_cuda_stream(void);
  * (they keep different state).  Setting it drops cuDNN's cached plans and refusals. */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
+/* How Linear layers' bias gradients are summed: 'epilogue' (default: by the weight gradient's
+ * cuBLASLt GEMM, its BGRADB epilogue, so the output gradient is not read again; shapes for which
+ * cuBLASLt has no such algorithm, said once in the log, take the kernel) or 'kernel' (a separate
+ * column-sum kernel over the output gradient).  SCDINO_CUDA_BGRAD sets it at initialisation.
+ * Setting it drops cuBLASLt's cached plans.  _fused: how many bias gradients the epilogue has
+ * summed so far. */
+void backend_cuda_set_bias_grad(const char *how);
+const char *backend_cuda_bias_grad(void);
+long backend_cuda_bias_grad_fused(void);
 /* Why cuDNN's fused attention cannot run on this build and GPU ("" when it can), and how many
  * forward and backward calls it has run so far (the rest went to the flash kernel). */
 const char *backend_cuda_cudnn_attention_why_not(void);

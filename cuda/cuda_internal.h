@@ -49,6 +49,7 @@ enum cu_slot {
   SLOT_LOSS_Q,      /* DINO loss: teacher probabilities */
   SLOT_LOSS_ROWS,   /* DINO loss: per-row sums */
   SLOT_CUDNN,       /* attention (cuDNN): the plan's workspace */
+  SLOT_BGRAD,       /* Linear backward: the bias gradient the weight-gradient GEMM summed */
   SLOT_COUNT
 };
 void *cu_scratch(int slot, size_t bytes);
@@ -135,6 +136,14 @@ void lt_init(void);
 void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
                int ldd, float beta, const void *bias);
+/* The same product without bias, and bgrad[n] (D's type, overwritten) = the column sums of op(B)
+ * over k by the BGRADB epilogue, when cuBLASLt has an algorithm with it for this shape (the first
+ * refusal is said in the log); returns whether bgrad was written. */
+int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                     int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                     int ldd, float beta, void *bgrad);
+/* Drops the cached plans (after the stream's queued work): the next GEMMs plan afresh. */
+void lt_forget(void);
 
 /* elementwise.cu */
 template <typename T> void k_convert_from_f32(T *dst, const float *src, size_t n);
@@ -154,6 +163,8 @@ template <typename T>
 void k_tokens_bwd(T *dpatches, float *dcls, float *dpos, const T *dx, int B, int Np, int D);
 void k_center_update(float *center, const float *tsum, int K, float count, double m);
 void k_ema(float *dst, const float *src, size_t n, double m);
+/* dst[i] += src[i], fp32. */
+void k_add_f32(float *dst, const float *src, size_t n);
 
 /* colsum.cu: out[c] (+)= sum_r a[r*lda + c], deterministic (colsum.cuh). */
 template <typename T>

@@ -262,6 +262,15 @@ void k_ema(float *dst, const float *src, size_t n, double m) {
   CHECK_LAUNCH();
 }
 
+__global__ void add_f32_kernel(float *dst, const float *src, size_t n) {
+  GRID_STRIDE(i, n) dst[i] = __fadd_rn(dst[i], src[i]);
+}
+void k_add_f32(float *dst, const float *src, size_t n) {
+  if (!n) return;
+  add_f32_kernel<<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dst, src, n);
+  CHECK_LAUNCH();
+}
+
 /* ---- instantiations ----------------------------------------------------------------------------- */
 
 #define INSTANTIATE(T)                                                                            \

@@ -1,11 +1,12 @@
 /* gemm_lt.cu - every GEMM of the CUDA backend through cuBLASLt, with a cache of plans per shape.
  *
  * bf16 (or fp32) operands, fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for bf16, plain fp32
- * without TF32 for fp32), output bf16 or fp32, the Linear bias fused as the BIAS epilogue.  A plan
- * (descriptors and the algorithm cuBLASLt's heuristic picked) is built once per shape, types,
- * epilogue and operand alignment, then reused: the heuristic query costs more than a small GEMM.
- * When no algorithm supports the bias epilogue for a shape, the plan runs the GEMM without it and
- * adds the bias with a separate kernel. */
+ * without TF32 for fp32), output bf16 or fp32, the Linear bias fused as the BIAS epilogue, and the
+ * bias gradient summed by the weight gradient's GEMM as the BGRADB epilogue.  A plan (descriptors
+ * and the algorithm cuBLASLt's heuristic picked) is built once per shape, types, epilogue and
+ * operand alignment, then reused: the heuristic query costs more than a small GEMM.  When no
+ * algorithm supports the epilogue for a shape, the plan runs the GEMM without it: the bias is then
+ * added by a separate kernel, and a bias gradient is left to the caller (lt_matmul_bgradb). */
 #include "build_config.h"
 
 #include <cublasLt.h>
@@ -15,6 +16,10 @@
 
 #include "cuda_internal.h"
 
+extern "C" {
+#include "log.h"
+}
+
 #define LT_WORKSPACE (32u << 20) /* cuBLASLt's recommendation for Hopper */
 
 static cublasLtHandle_t lt;
@@ -23,16 +28,18 @@ static void *lt_ws;
 struct lt_key {
   int transa, transb, m, n, k, lda, ldb, ldd;
   int at, bt, dt;
-  int bias, accumulate;
+  int epi, accumulate; /* epi: the epilogue asked for, LT_* */
   unsigned align[4]; /* A, B, D, bias: largest power of two <= 256 dividing the address */
 };
+
+enum { LT_NONE, LT_BIAS, LT_BGRADB };
 
 struct lt_plan {
   struct lt_key key;
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, ld;
   cublasLtMatmulAlgo_t algo;
-  int bias_epilogue; /* 0: bias added by bias_kernel after the GEMM */
+  int epi; /* the epilogue it runs: key.epi, or LT_NONE when no algorithm had that one */
 };
 
 static std::vector<lt_plan> *plans;
@@ -61,16 +68,16 @@ template <typename T> __global__ void bias_kernel(T *y, const T *b, int m, int n
   }
 }
 
-static int build(struct lt_plan *p, const void *bias, int with_epilogue) {
+static int build(struct lt_plan *p, const void *bias, int epi) {
   const struct lt_key *k = &p->key;
   CHECK_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  if (with_epilogue) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (epi != LT_NONE) {
+    const cublasLtEpilogue_t e = epi == LT_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
     /* set now so the heuristic sees a real pointer; lt_matmul sets each call's before running */
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                 sizeof bias));
@@ -109,7 +116,7 @@ static int build(struct lt_plan *p, const void *bias, int with_epilogue) {
   CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
   if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
     p->algo = res.algo;
-    p->bias_epilogue = with_epilogue;
+    p->epi = epi;
     return 1;
   }
   /* NOT_SUPPORTED (no algorithm) is an answer here, any other failure is an error */
@@ -127,28 +134,37 @@ static struct lt_plan *plan_for(const struct lt_key *key, const void *bias) {
   struct lt_plan p;
   memset(&p, 0, sizeof p);
   p.key = *key;
-  if (!(key->bias && build(&p, bias, 1)) && !build(&p, NULL, 0))
+  if (!(key->epi != LT_NONE && build(&p, bias, key->epi)) && !build(&p, NULL, LT_NONE))
     SCD_FAIL("cuBLASLt has no algorithm for the GEMM m=%d n=%d k=%d (trans %d%d, lda %d ldb %d "
              "ldd %d, types %d %d %d, alignment %u %u %u)",
              key->m, key->n, key->k, key->transa, key->transb, key->lda, key->ldb, key->ldd,
              key->at, key->bt, key->dt, key->align[0], key->align[1], key->align[2]);
+  if (key->epi == LT_BGRADB && p.epi != LT_BGRADB) {
+    static int said;
+    (said++ ? log_detail : log_info)("cuBLASLt has no bias-gradient epilogue (BGRADB) for the weight "
+                                     "gradient m=%d n=%d k=%d; a column-sum kernel sums that bias "
+                                     "gradient", key->m, key->n, key->k);
+  }
   plans->push_back(p);
   return &plans->back();
 }
 
-void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
-               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-               int ldd, float beta, const void *bias) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) { /* empty sum: D = beta D */
-    SCD_ASSERT(beta == 0.0f || beta == 1.0f);
-    if (beta == 0.0f)
-      for (int j = 0; j < n; j++)
-        CHECK_CUDA(cudaMemsetAsync((char *)D + (size_t)j * ldd * (dt == CUDA_R_32F ? 4 : 2), 0,
-                                   (size_t)m * (dt == CUDA_R_32F ? 4 : 2), cu.stream));
-    SCD_ASSERT(!bias);
-    return;
+void lt_forget(void) {
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream)); /* no queued GEMM still uses a descriptor */
+  for (auto &p : *plans) {
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p.la));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p.lb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p.ld));
+    CHECK_CUBLAS(cublasLtMatmulDescDestroy(p.op));
   }
+  plans->clear();
+}
+
+/* D = op(A) op(B) + beta D with the epilogue epi on ptr (the bias, or the bias-gradient output);
+ * returns the epilogue the plan ran. */
+static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                  int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                  int ldd, float beta, int epi, const void *ptr) {
   struct lt_key key;
   memset(&key, 0, sizeof key);
   key.transa = transa;
@@ -162,24 +178,48 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
   key.at = (int)at;
   key.bt = (int)bt;
   key.dt = (int)dt;
-  /* The BIAS epilogue only for a 16-byte aligned bias: the heuristic takes no alignment for it
-   * (there is no MIN_ALIGNMENT preference for the bias) and a kernel that vector-loads an unaligned
-   * one faults; such a bias (only in tests: model tensors are 16-element aligned) gets
-   * bias_kernel after the GEMM instead. */
-  key.bias = bias != NULL && align_of(bias) >= 16;
+  key.epi = epi;
   key.accumulate = beta != 0.0f;
   key.align[0] = align_of(A);
   key.align[1] = align_of(B);
   key.align[2] = align_of(D);
-  key.align[3] = bias ? align_of(bias) : 0;
-  struct lt_plan *p = plan_for(&key, bias);
-  if (p->bias_epilogue)
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof bias));
-  const float alpha = 1.0f;
+  key.align[3] = ptr ? align_of(ptr) : 0;
+  struct lt_plan *p = plan_for(&key, ptr);
+  if (p->epi != LT_NONE)
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr,
+                                                sizeof ptr));
+  const float alpha = 1.0f; /* 1 with BGRADB too: whether alpha would scale its sums is not said */
   CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
                               &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
-  if (bias && !p->bias_epilogue) {
+  return p->epi;
+}
+
+/* D = beta D when the sum over k is empty. */
+static void lt_empty(int m, int n, void *D, cudaDataType_t dt, int ldd, float beta) {
+  SCD_ASSERT(beta == 0.0f || beta == 1.0f);
+  if (beta == 0.0f)
+    for (int j = 0; j < n; j++)
+      CHECK_CUDA(cudaMemsetAsync((char *)D + (size_t)j * ldd * (dt == CUDA_R_32F ? 4 : 2), 0,
+                                 (size_t)m * (dt == CUDA_R_32F ? 4 : 2), cu.stream));
+}
+
+void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+               int ldd, float beta, const void *bias) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    SCD_ASSERT(!bias);
+    lt_empty(m, n, D, dt, ldd, beta);
+    return;
+  }
+  /* The BIAS epilogue only for a 16-byte aligned bias: the heuristic takes no alignment for it
+   * (there is no MIN_ALIGNMENT preference for the bias) and a kernel that vector-loads an unaligned
+   * one faults; such a bias (only in tests: model tensors are 16-element aligned) gets
+   * bias_kernel after the GEMM instead. */
+  const int epi = bias != NULL && align_of(bias) >= 16 ? LT_BIAS : LT_NONE;
+  const int ran = lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, epi,
+                         epi == LT_BIAS ? bias : NULL);
+  if (bias && ran != LT_BIAS) {
     if (dt == CUDA_R_32F)
       bias_kernel<float><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
           (float *)D, (const float *)bias, m, n, ldd);
@@ -188,4 +228,15 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
           (bf16 *)D, (const bf16 *)bias, m, n, ldd);
     CHECK_LAUNCH();
   }
+}
+
+int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                     int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                     int ldd, float beta, void *bgrad) {
+  if (m <= 0 || n <= 0 || k <= 0) {
+    if (m > 0 && n > 0) lt_empty(m, n, D, dt, ldd, beta);
+    return 0; /* the caller's column sum handles the empty cases */
+  }
+  return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, LT_BGRADB,
+                bgrad) == LT_BGRADB;
 }

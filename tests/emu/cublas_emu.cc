@@ -6,8 +6,11 @@
  *
  * Supported subset: column-major D = alpha op(A) op(B) + beta C with op N or T, compute type
  * CUBLAS_COMPUTE_32F, fp32 alpha/beta read from host memory, operand types (A = B, C = D) fp32/fp32,
- * bf16/bf16 and bf16/fp32.  cuBLASLt: epilogue DEFAULT or BIAS (bias of D's type, one value per
- * row of D), single column-major matrices (no batched layouts), preferences accepted and ignored.
+ * bf16/bf16 and bf16/fp32.  cuBLASLt: epilogue DEFAULT, BIAS (bias of D's type, one value per
+ * row of D) or BGRADB (alpha 1: the column sums of op(B) over k, one per column of D, stored in
+ * D's type at the bias pointer), single column-major matrices (no batched layouts), preferences
+ * accepted and ignored.  SCDINO_EMU_LT_BGRADB=decline makes the heuristic find no algorithm for
+ * BGRADB (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may for a shape, to test the fallback.
  * cublasGemmBatchedEx: host arrays of host pointers, math mode DEFAULT or PEDANTIC.  Anything else
  * prints "cublas_emu: <function>: unsupported <what> <value>" and aborts.
  *
@@ -139,6 +142,7 @@ struct Gemm {
   cudaDataType_t dt;
   int64_t ldd;
   const void *bias; /* NULL: none; else m values of type dt, added to every column */
+  void *bgrad;      /* NULL: none; else n values of type dt: the column sums of op(B) over k */
 };
 
 void run_gemm(const Gemm &g) {
@@ -175,6 +179,13 @@ void run_gemm(const Gemm &g) {
       store(g.D, g.dt, j * g.ldd + i, r);
     }
   }
+  /* BGRADB: op(B)'s columns summed in float in order of k, from the widened copy (B may be D). */
+  if (g.bgrad)
+    for (int64_t j = 0; j < n; j++) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < k; p++) sum += bf[(size_t)j * k + p];
+      store(g.bgrad, g.dt, (size_t)j, sum);
+    }
 }
 
 const char *op_name(cublasOperation_t op) { return op == CUBLAS_OP_N ? "N" : "T"; }
@@ -308,6 +319,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmBatchedEx(cublasHandle_t handle, cublasOpe
   g.ct = g.dt = Ctype;
   g.ldc = g.ldd = ldc;
   g.bias = nullptr;
+  g.bgrad = nullptr;
   for (int b = 0; b < batchCount; b++) {
     g.A = Aarray[b];
     g.B = Barray[b];
@@ -403,7 +415,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
   case CUBLASLT_MATMUL_DESC_EPILOGUE: {
     uint32_t epi = 0;
     if ((st = read_attr(fn, buf, sizeInBytes, &epi)) != CUBLAS_STATUS_SUCCESS) return st;
-    if (epi != CUBLASLT_EPILOGUE_DEFAULT && epi != CUBLASLT_EPILOGUE_BIAS)
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT && epi != CUBLASLT_EPILOGUE_BIAS &&
+        epi != CUBLASLT_EPILOGUE_BGRADB)
       unsupported(fn, "epilogue %u", (unsigned)epi);
     d->epilogue = (cublasLtEpilogue_t)epi;
     return CUBLAS_STATUS_SUCCESS;
@@ -491,6 +504,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
   const cublasStatus_t st = lt_problem(fn, desc_of(operationDesc), layout_of(Adesc),
                                        layout_of(Bdesc), layout_of(Cdesc), layout_of(Ddesc), &g);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const char *bg = getenv("SCDINO_EMU_LT_BGRADB");
+  if (desc_of(operationDesc)->epilogue == CUBLASLT_EPILOGUE_BGRADB && bg && !strcmp(bg, "decline")) {
+    *returnAlgoCount = 0; /* what cuBLASLt answers when no algorithm has the epilogue */
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
   memset(&r, 0, sizeof r);
   r.algo.data[0] = ALGO_TAG;
@@ -538,9 +556,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
   g.C = C;
   g.D = D;
   g.bias = nullptr;
+  g.bgrad = nullptr;
   if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
     if (!d->bias) return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "BIAS epilogue without a bias pointer");
     g.bias = d->bias; /* BIAS_DATA_TYPE unset: the bias has D's type */
+  }
+  if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    if (!d->bias)
+      return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "BGRADB epilogue without a bias pointer");
+    /* whether alpha scales the sums is not documented; the backend always passes 1 */
+    if (g.alpha != 1.0f) unsupported(fn, "alpha %g with the BGRADB epilogue", (double)g.alpha);
+    g.bgrad = const_cast<void *>(d->bias); /* the bias-gradient output, of D's type */
   }
   run_gemm(g);
   emu_count_launch("cublasLtMatmul", 0, 0);

@@ -1,13 +1,14 @@
 /* test_cublas_emu.cc - self-test of tests/emu/cublas_emu.cc against a double-precision reference.
  *
  * Exercises every combination the CUDA backend uses: cuBLASLt as cuda/gemm_lt.cu drives it (all
- * four transposes, fp32 / bf16 / bf16->fp32, BIAS epilogue, beta 0 over NaN-filled D, beta 1 in
- * place, plus C distinct from D) and cublasGemmBatchedEx as cuda/attention_gemm.cu drives it
+ * four transposes, fp32 / bf16 / bf16->fp32, BIAS and BGRADB epilogues, beta 0 over NaN-filled
+ * D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on request) and cublasGemmBatchedEx as cuda/attention_gemm.cu drives it
  * (pointer arrays into interleaved head layouts, fp32 / bf16 / bf16->fp32, scaled alpha), with odd
  * sizes; then checks that unsupported settings abort with a "cublas_emu:" message.
  *
  * Tolerance per element: (k + 4) 2^-24 S, S = |alpha| sum_p |a_ip b_pj| + |beta c_ij| + |bias_i|
- * (float accumulation), plus 2^-8 |ref| when D is bf16 (one rounding to 8 significant bits).
+ * (float accumulation), plus 2^-8 |ref| when D is bf16 (one rounding to 8 significant bits); the
+ * same for BGRADB's column sums, with S = sum_p |op(B)_pj|.
  * Padding around every output matrix must be left bit-for-bit unchanged, and so must C when C != D.
  *
  * g++ -std=c++17 -O2 -Wall -Wextra -I/usr/local/cuda/include tests/emu/cublas_emu.cc \
@@ -157,22 +158,47 @@ static bool padding_kept(const Buf &before, const Buf &after, size_t off, int m,
 
 /* ---- cuBLASLt, driven the way cuda/gemm_lt.cu does ------------------------------------------- */
 
+enum { EPI_NONE, EPI_BIAS, EPI_BGRADB };
+
+/* BGRADB's output against the column sums of op(B) in double; returns the number of bad sums. */
+static int compare_bgrad(const Buf &B, bool tb, int n, int k, int ldb, const Buf &bg,
+                         const char *what) {
+  int bad = 0;
+  for (int j = 0; j < n; j++) {
+    double ref = 0, S = 0;
+    for (int p = 0; p < k; p++) {
+      const double b = B.get(tb ? (size_t)p * ldb + j : (size_t)j * ldb + p);
+      ref += b;
+      S += fabs(b);
+    }
+    double tol = (k + 4) * ldexp(S, -24);
+    if (bg.t == CUDA_R_16BF) tol += ldexp(fabs(ref), -8);
+    if (!(fabs(bg.get(j) - ref) <= tol) && bad++ < 3)
+      fprintf(stderr, "  %s: bias gradient %d = %.9g, reference %.9g, tolerance %.3g\n", what, j,
+              bg.get(j), ref, tol);
+  }
+  return bad;
+}
+
 static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, cudaDataType_t abt,
-                    cudaDataType_t dt, float alpha, float beta, bool with_bias, bool separate_c,
+                    cudaDataType_t dt, float alpha, float beta, int epi, bool separate_c,
                     bool null_algo) {
   char what[200];
+  const bool with_bias = epi == EPI_BIAS;
   snprintf(what, sizeof what,
            "Lt %s%s m%d n%d k%d %s->%s alpha %g beta %g%s%s%s", ta ? "T" : "N", tb ? "T" : "N", m,
-           n, k, tname(abt), tname(dt), alpha, beta, with_bias ? " bias" : "",
+           n, k, tname(abt), tname(dt), alpha, beta,
+           epi == EPI_BIAS ? " bias" : epi == EPI_BGRADB ? " bgradb" : "",
            separate_c ? " C!=D" : "", null_algo ? " algo NULL" : "");
   const int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
   const int lda = arows + 3, ldb = brows + 1, ldd = m + 2, ldc = separate_c ? m + 5 : ldd;
   Buf A(abt, (size_t)lda * acols), B(abt, (size_t)ldb * bcols), D(dt, (size_t)ldd * n);
-  Buf C(dt, separate_c ? (size_t)ldc * n : 1), bias(dt, m), decoy(dt, m);
+  Buf C(dt, separate_c ? (size_t)ldc * n : 1), bias(dt, m), decoy(dt, m), bgrad(dt, n + 1);
   A.fill_random();
   B.fill_random();
   bias.fill_random();
   decoy.fill_random();
+  bgrad.fill_nan(); /* only written, and only its first n elements */
   if (separate_c) {
     C.fill_random();
     D.fill_nan(); /* D is only written */
@@ -188,9 +214,9 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  if (with_bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (epi != EPI_NONE) {
+    const cublasLtEpilogue_t e = epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
     /* gemm_lt sets one bias for the heuristic and the call's own before each matmul */
     const void *p = decoy.p();
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p));
@@ -218,8 +244,8 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   check(found == 1 && res.state == CUBLAS_STATUS_SUCCESS, "%s: heuristic found %d state %d", what,
         found, (int)res.state);
   CK(cublasLtMatmulPreferenceDestroy(pref));
-  if (with_bias) {
-    const void *p = bias.p();
+  if (epi != EPI_NONE) {
+    const void *p = epi == EPI_BIAS ? bias.p() : bgrad.p();
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p));
   }
   const cublasLtMatmulAlgo_t algo = res.algo; /* copied, as the plan cache does */
@@ -232,6 +258,11 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   const int bad = compare(r, what);
   check(bad == 0, "%s: %d elements out of tolerance", what, bad);
   check(padding_kept(D0, D, 0, m, n, ldd), "%s: D padding changed", what);
+  if (epi == EPI_BGRADB) {
+    const int badg = compare_bgrad(B, tb, n, k, ldb, bgrad, what);
+    check(badg == 0, "%s: %d bias-gradient sums out of tolerance", what, badg);
+    check(bgrad.get(n) != bgrad.get(n), "%s: bias gradient written past its n elements", what);
+  }
   if (separate_c) check(C.bytes == C0.bytes, "%s: C changed", what);
   CK(cublasLtMatrixLayoutDestroy(la));
   CK(cublasLtMatrixLayoutDestroy(lb));
@@ -321,8 +352,8 @@ static void abort_relu_epilogue(void) {
   const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_RELU_BIAS;
   cublasLtMatmulDescSetAttribute(new_desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
 }
-static void abort_bgradb_epilogue(void) {
-  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+static void abort_bgrada_epilogue(void) {
+  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADA;
   cublasLtMatmulDescSetAttribute(new_desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
 }
 static void abort_pointer_mode(void) {
@@ -387,6 +418,48 @@ static void abort_batched_tf32_compute(void) {
   cublasGemmBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, pa, CUDA_R_32F, 2, pa, CUDA_R_32F,
                       2, &zero, pc, CUDA_R_32F, 2, 1, CUBLAS_COMPUTE_32F_FAST_TF32,
                       CUBLAS_GEMM_DEFAULT);
+}
+
+/* BGRADB with alpha != 1: the emulator cannot know whether alpha scales the sums. */
+static void abort_bgradb_alpha(void) {
+  cublasLtHandle_t lt;
+  cublasLtCreate(&lt);
+  cublasLtMatmulDesc_t d = new_desc();
+  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+  float x[4] = {1, 2, 3, 4}, g[2], two = 2, zero = 0;
+  const void *pg = g;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pg, sizeof pg);
+  cublasLtMatrixLayout_t l;
+  cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 2, 2, 2);
+  cublasLtMatmul(lt, d, &two, x, l, x, l, &zero, x, l, x, l, NULL, NULL, 0, 0);
+}
+
+/* SCDINO_EMU_LT_BGRADB=decline: no algorithm for BGRADB (NOT_SUPPORTED, none found), the same
+ * problem without the epilogue still has one. */
+static void test_bgrad_decline(cublasLtHandle_t lt) {
+  setenv("SCDINO_EMU_LT_BGRADB", "decline", 1);
+  cublasLtMatmulDesc_t d = new_desc();
+  cublasLtMatrixLayout_t l;
+  CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 4, 4));
+  cublasLtMatmulPreference_t p;
+  CK(cublasLtMatmulPreferenceCreate(&p));
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found));
+  check(found == 1, "plain problem with SCDINO_EMU_LT_BGRADB=decline: found %d", found);
+  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+  found = -1;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found);
+  check(st == CUBLAS_STATUS_NOT_SUPPORTED && found == 0,
+        "BGRADB with SCDINO_EMU_LT_BGRADB=decline: status %d, found %d", (int)st, found);
+  unsetenv("SCDINO_EMU_LT_BGRADB");
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found));
+  check(found == 1, "BGRADB without SCDINO_EMU_LT_BGRADB: found %d", found);
+  CK(cublasLtMatmulPreferenceDestroy(p));
+  CK(cublasLtMatrixLayoutDestroy(l));
+  CK(cublasLtMatmulDescDestroy(d));
 }
 
 /* Caller errors come back as CUBLAS_STATUS_INVALID_VALUE (their stderr note silenced here). */
@@ -480,14 +553,17 @@ int main(void) {
       for (auto &s : sizes) {
         const bool ta = t & 1, tb = t & 2;
         /* gemm_lt: beta 0 (forward, dx) or 1 (dw, matmul_f32 accumulate), C == D, alpha 1 */
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, false, false, false);
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, false, false, false);
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, true, false, false);
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, true, false, true);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_NONE, false, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_NONE, false, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_BIAS, false, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_BIAS, false, true);
+        /* the weight gradient with its bias gradient: beta 1 in place (and 0) */
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_BGRADB, false, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_BGRADB, true, true);
         /* beyond gemm_lt's use: C != D, other alpha and beta */
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], -0.75f, 1.0f, false, true, false);
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 0.5f, -2.0f, true, true, true);
-        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, true, true, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], -0.75f, 1.0f, EPI_NONE, true, false);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 0.5f, -2.0f, EPI_BIAS, true, true);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_BIAS, true, false);
         /* attention_gemm: scale or 1 as alpha, beta 0; beta 1 too */
         test_batched(h, ta, tb, s[0], s[1], s[2], c[0], c[1], 0.125f, 0.0f, 3);
         test_batched(h, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, 1);
@@ -495,9 +571,11 @@ int main(void) {
       }
   test_rounding(lt);
   test_invalid(lt, h);
+  test_bgrad_decline(lt);
 
   expect_abort("cublasLtMatmulDescSetAttribute", abort_relu_epilogue);
-  expect_abort("cublasLtMatmulDescSetAttribute", abort_bgradb_epilogue);
+  expect_abort("cublasLtMatmulDescSetAttribute", abort_bgrada_epilogue);
+  expect_abort("cublasLtMatmul", abort_bgradb_alpha);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_pointer_mode);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_bias_type);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_conj);

@@ -7,8 +7,9 @@
 #   STAGE     tests | bench | torch | train | busbw | all (default all = tests bench torch train busbw)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
-#             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64, then the largest batch
-#                    that fits (bf16)
+#             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64 (bf16 with each attention,
+#                    and with the bias gradients by the column-sum kernel), then the largest
+#                    batch that fits (bf16)
 #             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
@@ -106,7 +107,7 @@ run_test() { # name, timeout
   local checks
   checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$outf" | tail -1)
   note "$(printf '%-22s %-7s %4ss  %s' "$name" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
-  grep -E "^(FAIL|SKIP)|error|cuDNN attention" "$outf" | head -20 | sed 's/^/    /' >> "$summary"
+  grep -E "^(FAIL|SKIP)|error|cuDNN attention|bias gradients summed" "$outf" | head -20 | sed 's/^/    /' >> "$summary"
   rm -f "$outf"
 }
 if [[ " $stages " == *" tests "* ]]; then
@@ -148,6 +149,9 @@ if [[ " $stages " == *" bench "* ]]; then
     (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 -x $m)
     (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
     grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
+    # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue above
+    (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
+    grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
     bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
     largest=64
     for b in ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}; do

@@ -585,11 +585,34 @@ static void run_all(const char *precision) {
   TOL = gpu_is_bf16(g) ? 1.5e-2 : 2e-5;
   printf("%s: activations of %zu bytes\n", precision, g->act_size);
   check_conversions(10007);
+  struct backend_cuda_info info;
+  backend_cuda_info(&info);
+  const int emulated = strstr(info.name, "emulator") != NULL;
+  long n0 = backend_cuda_bias_grad_fused();
   check_linear(37, 48, 16, 1);
   check_linear(394, 1152, 384, 1);
   check_linear(5, 3, 7, 1); /* odd sizes: a misaligned bias, tiny GEMMs */
   check_linear(130, 65, 33, 0);
   check_linear(640, 256, 2048, 1);
+  long n1 = backend_cuda_bias_grad_fused();
+  printf("%s: %ld of 4 bias gradients summed by the weight gradient's GEMM epilogue\n", tag, n1 - n0);
+  if (emulated) T_CHECK(n1 - n0 == 4, "emulated cuBLASLt summed %ld of 4 bias gradients", n1 - n0);
+  /* The column-sum kernel, chosen and as the fallback where cuBLASLt declines the epilogue (the
+   * stand-in declines on request; a real cuBLASLt ignores the variable and may run either). */
+  static const char *const bg_how[] = {"kernel", "epilogue"};
+  for (int i = 0; i < 2; i++) {
+    if (i == 1) setenv("SCDINO_EMU_LT_BGRADB", "decline", 1);
+    backend_cuda_set_bias_grad(bg_how[i]);
+    snprintf(tag, sizeof tag, "%s bgrad=%s%s", precision, bg_how[i], i ? " declined" : "");
+    n0 = backend_cuda_bias_grad_fused();
+    check_linear(394, 1152, 384, 1);
+    check_linear(5, 3, 7, 1);
+    n1 = backend_cuda_bias_grad_fused();
+    if (emulated || i == 0) T_CHECK(n1 == n0, "%s: the epilogue summed %ld bias gradients", tag, n1 - n0);
+  }
+  unsetenv("SCDINO_EMU_LT_BGRADB");
+  backend_cuda_set_bias_grad("epilogue");
+  snprintf(tag, sizeof tag, "%s", precision);
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) check_matmul(17, 48, 5, ta, tb, ta ? 1.0f : 0.0f);
   check_matmul(37, 384, 197, 0, 0, 0.0f);
@@ -617,9 +640,6 @@ static void run_all(const char *precision) {
     check_attention_cases();
   }
   backend_cuda_cudnn_attention_runs(&f1, &b1);
-  struct backend_cuda_info info;
-  backend_cuda_info(&info);
-  const int emulated = strstr(info.name, "emulator") != NULL;
   if (gpu_is_bf16(g)) { /* 7 cases with hd % 8 == 0: two forward calls without probabilities each */
     const char *why = backend_cuda_cudnn_attention_why_not();
     printf("cuDNN attention: %ld of 14 forward and %ld of 7 backward calls ran in cuDNN%s%s\n",
