@@ -2,17 +2,21 @@
 #include "build_config.h"
 
 #include <cublasLt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cmath>
 #include <unordered_map>
+#include <vector>
 
 #include "backend_cuda.h"
 #include "cuda_internal.h"
 
 extern "C" {
 #include "comm.h"
+#include "log.h"
 }
 
 struct cu_ctx cu;
@@ -404,6 +408,35 @@ static void o_linear_fwd(void *y, const void *x, const float *w, const float *b,
 static int bgrad_epilogue = 1;
 static long bgrad_fused;
 
+/* The epilogue's first sums for a shape against the column-sum kernel's (ref, scratch), once: how
+ * BGRADB treats alpha and which type it writes are not fully documented, and a library that got
+ * them otherwise would train with wrong bias gradients unseen.  Sums in another order agree to
+ * about 1e-6; a disagreement turns the epilogue off for the run, with a warning.  Returns whether
+ * the sums in g can be used.  Costs one wait for the GPU per shape, in the first step. */
+template <typename T>
+static int bgrad_verify(const float *g, float *ref, const T *dy, int M, int N, int K) {
+  k_colsum<T>(ref, dy, M, N, (size_t)N, 0);
+  std::vector<float> h(2 * (size_t)N);
+  CHECK_CUDA(cudaMemcpyAsync(h.data(), g, 2 * (size_t)N * sizeof(float), cudaMemcpyDeviceToHost,
+                             cu.stream));
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+  double diff = 0, norm = 0;
+  for (int i = 0; i < N; i++) {
+    const double r = h[(size_t)N + i], d = (double)h[i] - r;
+    if (!std::isfinite(r)) return 1; /* a diverged step: nothing to judge by */
+    diff += d * d;
+    norm += r * r;
+  }
+  if (!(diff <= 1e-6 * norm)) { /* relative error above 1e-3, or NaN from the epilogue */
+    log_warn("cuBLASLt's bias-gradient epilogue (BGRADB) disagrees with the column sums for the "
+             "weight gradient m=%d n=%d k=%d (relative error %.3g); bias gradients by the "
+             "column-sum kernel from now on", K, N, M, norm > 0 ? sqrt(diff / norm) : sqrt(diff));
+    bgrad_epilogue = 0;
+    return 0;
+  }
+  return 1;
+}
+
 template <typename T>
 static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x,
                          const float *w, int M, int N, int K) {
@@ -416,11 +449,12 @@ static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const v
     }
     /* dw^T [K x N] += x^T [K x M] dy [M x N], fp32 output; db's column sums of dy (op(B) over
      * k = M) by the same GEMM's epilogue where cuBLASLt has one, which saves reading dy again */
-    int summed = 0;
+    int summed = 0, first = 0;
     if (dw && db && bgrad_epilogue) {
-      float *g = (float *)cu_scratch(SLOT_BGRAD, (size_t)N * sizeof(float));
+      float *g = (float *)cu_scratch(SLOT_BGRAD, 2 * (size_t)N * sizeof(float));
       summed = lt_matmul_bgradb(0, 1, K, N, M, x, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N,
-                                dw, CUDA_R_32F, K, 1.0f, g);
+                                dw, CUDA_R_32F, K, 1.0f, g, &first);
+      if (summed && first) summed = bgrad_verify<T>(g, g + N, (const T *)dy, M, N, K);
       if (summed) {
         k_add_f32(db, g, (size_t)N); /* the epilogue stores; db accumulates */
         bgrad_fused++;

@@ -138,10 +138,11 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
                int ldd, float beta, const void *bias);
 /* The same product without bias, and bgrad[n] (D's type, overwritten) = the column sums of op(B)
  * over k by the BGRADB epilogue, when cuBLASLt has an algorithm with it for this shape (the first
- * refusal is said in the log); returns whether bgrad was written. */
+ * refusal is said in the log); returns whether bgrad was written, and *first whether this was the
+ * first run of that algorithm for the shape (for the caller to check its sums once). */
 int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                      int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-                     int ldd, float beta, void *bgrad);
+                     int ldd, float beta, void *bgrad, int *first);
 /* Drops the cached plans (after the stream's queued work): the next GEMMs plan afresh. */
 void lt_forget(void);
 

@@ -40,6 +40,7 @@ struct lt_plan {
   cublasLtMatrixLayout_t la, lb, ld;
   cublasLtMatmulAlgo_t algo;
   int epi; /* the epilogue it runs: key.epi, or LT_NONE when no algorithm had that one */
+  long runs;
 };
 
 static std::vector<lt_plan> *plans;
@@ -161,10 +162,11 @@ void lt_forget(void) {
 }
 
 /* D = op(A) op(B) + beta D with the epilogue epi on ptr (the bias, or the bias-gradient output);
- * returns the epilogue the plan ran. */
+ * returns the epilogue the plan ran; *first (when not NULL) says whether the plan ran for the first
+ * time. */
 static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                   int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-                  int ldd, float beta, int epi, const void *ptr) {
+                  int ldd, float beta, int epi, const void *ptr, int *first) {
   struct lt_key key;
   memset(&key, 0, sizeof key);
   key.transa = transa;
@@ -191,6 +193,8 @@ static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cu
   const float alpha = 1.0f; /* 1 with BGRADB too: whether alpha would scale its sums is not said */
   CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
                               &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
+  if (first) *first = p->runs == 0;
+  p->runs++;
   return p->epi;
 }
 
@@ -218,7 +222,7 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
    * bias_kernel after the GEMM instead. */
   const int epi = bias != NULL && align_of(bias) >= 16 ? LT_BIAS : LT_NONE;
   const int ran = lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, epi,
-                         epi == LT_BIAS ? bias : NULL);
+                         epi == LT_BIAS ? bias : NULL, NULL);
   if (bias && ran != LT_BIAS) {
     if (dt == CUDA_R_32F)
       bias_kernel<float><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
@@ -232,11 +236,12 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
 
 int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                      int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-                     int ldd, float beta, void *bgrad) {
+                     int ldd, float beta, void *bgrad, int *first) {
+  *first = 0;
   if (m <= 0 || n <= 0 || k <= 0) {
     if (m > 0 && n > 0) lt_empty(m, n, D, dt, ldd, beta);
     return 0; /* the caller's column sum handles the empty cases */
   }
   return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, LT_BGRADB,
-                bgrad) == LT_BGRADB;
+                bgrad, first) == LT_BGRADB;
 }

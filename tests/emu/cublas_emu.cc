@@ -10,7 +10,9 @@
  * row of D) or BGRADB (alpha 1: the column sums of op(B) over k, one per column of D, stored in
  * D's type at the bias pointer), single column-major matrices (no batched layouts), preferences
  * accepted and ignored.  SCDINO_EMU_LT_BGRADB=decline makes the heuristic find no algorithm for
- * BGRADB (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may for a shape, to test the fallback.
+ * BGRADB (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may for a shape, to test the fallback;
+ * =wrong stores twice the sums (a library that reads the epilogue otherwise), to test the
+ * backend's check of them.
  * cublasGemmBatchedEx: host arrays of host pointers, math mode DEFAULT or PEDANTIC.  Anything else
  * prints "cublas_emu: <function>: unsupported <what> <value>" and aborts.
  *
@@ -180,12 +182,15 @@ void run_gemm(const Gemm &g) {
     }
   }
   /* BGRADB: op(B)'s columns summed in float in order of k, from the widened copy (B may be D). */
-  if (g.bgrad)
+  if (g.bgrad) {
+    const char *bg = getenv("SCDINO_EMU_LT_BGRADB");
+    const float f = bg && !strcmp(bg, "wrong") ? 2.0f : 1.0f;
     for (int64_t j = 0; j < n; j++) {
       float sum = 0.0f;
       for (int64_t p = 0; p < k; p++) sum += bf[(size_t)j * k + p];
-      store(g.bgrad, g.dt, (size_t)j, sum);
+      store(g.bgrad, g.dt, (size_t)j, f * sum);
     }
+  }
 }
 
 const char *op_name(cublasOperation_t op) { return op == CUBLAS_OP_N ? "N" : "T"; }

@@ -610,6 +610,19 @@ static void run_all(const char *precision) {
     n1 = backend_cuda_bias_grad_fused();
     if (emulated || i == 0) T_CHECK(n1 == n0, "%s: the epilogue summed %ld bias gradients", tag, n1 - n0);
   }
+  /* An epilogue whose sums are wrong (the stand-in doubles them on request): the backend's check
+   * of each shape's first sums must catch it and turn to the kernel, with right results. */
+  if (emulated) {
+    setenv("SCDINO_EMU_LT_BGRADB", "wrong", 1);
+    backend_cuda_set_bias_grad("epilogue");
+    snprintf(tag, sizeof tag, "%s bgrad=epilogue wrong", precision);
+    n0 = backend_cuda_bias_grad_fused();
+    check_linear(394, 1152, 384, 1);
+    check_linear(37, 48, 16, 1);
+    n1 = backend_cuda_bias_grad_fused();
+    T_CHECK(n1 == n0 && !strcmp(backend_cuda_bias_grad(), "kernel"),
+            "wrong epilogue sums: %ld used, bias gradients by %s", n1 - n0, backend_cuda_bias_grad());
+  }
   unsetenv("SCDINO_EMU_LT_BGRADB");
   backend_cuda_set_bias_grad("epilogue");
   snprintf(tag, sizeof tag, "%s", precision);
