@@ -42,6 +42,25 @@ expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
 expect_nogrep 'FAIL|failed:|TIMEOUT'
+# The goals stage judges results.txt: the fastest bf16 run at batch 64 (the flash one here, not
+# the larger batch) over PyTorch's, on the model step, the full step alongside.
+cat > "$dir/out/results.txt" <<'EOF'
+scdino-bf16 RESULT precision=bf16 batch=64 images_per_s=900.0 mfu=0.4100 model_images_per_s=1000.0 model_mfu=0.4600
+scdino-bf16-flash RESULT precision=bf16 batch=64 images_per_s=950.0 mfu=0.4400 model_images_per_s=1100.0 model_mfu=0.5000
+scdino-bf16-b128 RESULT precision=bf16 batch=128 images_per_s=4000.0 mfu=0.9000 model_images_per_s=5000.0 model_mfu=0.9500
+torch-eager RESULT mode=eager batch=64 step_ms=128.00 images_per_s=500.0 mfu=0.2000
+torch-compile RESULT mode=compile batch=64 step_ms=64.00 images_per_s=1000.0 mfu=0.4000
+EOF
+expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" bash tests/gpu/run.sh "$dir/pack" goals
+out=$(cat "$dir/out/summary.txt" 2>&1)
+expect_grep '^goals at batch 64, bf16: scdino scdino-bf16-flash, 1100\.0 images/s \(model step\), 950\.0 \(with GPU augmentation\)$'
+expect_grep '^  images/s over PyTorch eager: 2\.20x \(1\.90x with augmentation\), goal 1\.5x: met$'
+expect_grep '^  images/s over torch\.compile: 1\.10x \(0\.95x with augmentation\), goal 1\.2x: NOT met$'
+expect_grep '^  MFU 50\.0 % \(44\.0 % with augmentation\), goal 45 %: met$'
+grep -v '^torch' "$dir/out/results.txt" > "$dir/r" && mv "$dir/r" "$dir/out/results.txt"
+expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" bash tests/gpu/run.sh "$dir/pack" goals
+out=$(cat "$dir/out/summary.txt" 2>&1)
+expect_grep '^  images/s over PyTorch eager: not measured \(no PyTorch run at batch 64\)$'
 # the benchmark's peaks follow the GPU's name (gpu_peaks): an H100 PCIe, an H200 NVL
 tiny="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 2 -s 1 -w 0"
 out=$(SCDINO_EMU_NAME="NVIDIA H100 PCIe" "$e/gpu_train_bench" $tiny 2>&1)

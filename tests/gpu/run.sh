@@ -4,7 +4,7 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
-#   STAGE     tests | bench | torch | train | busbw | all (default all = tests bench torch train busbw)
+#   STAGE     tests | bench | torch | train | busbw | goals | all (default all = every stage)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
 #             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64 (bf16 with each attention,
@@ -14,6 +14,10 @@
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
+#             goals  issue 6's goals at batch 64 in bf16 from results.txt (this run's or an
+#                    earlier one's): images/s over PyTorch eager (1.5x) and torch.compile (1.2x),
+#                    MFU (45 %); judged on scdino's model step (crops made, as PyTorch's are),
+#                    with the full step (GPU augmentation too) alongside
 # Runs from the repository root.  Needs no MPI, HDF5 or libtiff of its own: the Debian runtime
 # packages in PACK_DIR/debs are unpacked into a private prefix ($TMPDIR/scdino-rt), never into /
 # (without debs/, the system's libraries are used).
@@ -26,7 +30,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests bench torch train busbw"
+[ "$stages" = all ] && stages="tests bench torch train busbw goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -234,5 +238,40 @@ if [ -s "${results:-/nonexistent}" ]; then
       fi
     done < "$results"
   } | tee -a "$summary"
+fi
+# ---- the issue's goals -------------------------------------------------------------------------------
+# The fastest scdino bf16 run at batch 64 (any attention, NCCL or MPI) against PyTorch's at batch 64.
+if [[ " $stages " == *" goals "* ]]; then
+  if [ -s "$results" ]; then
+    awk '
+      function get(k,   i) {
+        for (i = 2; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2)
+        return ""
+      }
+      function verdict(what, t, goal,   r) {
+        if (t <= 0) { printf "  %s: not measured (no PyTorch run at batch 64)\n", what; return }
+        r = best / t
+        printf "  %s: %.2fx (%.2fx with augmentation), goal %.1fx: %s\n", what, r, full / t, goal,
+               (r >= goal) ? "met" : "NOT met"
+      }
+      $1 ~ /^scdino-bf16(-flash|-cudnn|-mpi)?$/ && get("batch") == 64 {
+        v = get("model_images_per_s") + 0
+        if (v > best) { best = v; label = $1; full = get("images_per_s") + 0; mfu = get("model_mfu") + 0; fmfu = get("mfu") + 0 }
+      }
+      $1 == "torch-eager" && get("batch") == 64 { eager = get("images_per_s") + 0 }
+      $1 == "torch-compile" && get("batch") == 64 { compiled = get("images_per_s") + 0 }
+      END {
+        print ""
+        if (best <= 0) { print "goals: no scdino bf16 run at batch 64 in results.txt"; exit }
+        printf "goals at batch 64, bf16: scdino %s, %.1f images/s (model step), %.1f (with GPU augmentation)\n",
+               label, best, full
+        verdict("images/s over PyTorch eager", eager, 1.5)
+        verdict("images/s over torch.compile", compiled, 1.2)
+        printf "  MFU %.1f %% (%.1f %% with augmentation), goal 45 %%: %s\n", 100 * mfu, 100 * fmfu,
+               (mfu >= 0.45) ? "met" : "NOT met"
+      }' "$results" | tee -a "$summary"
+  else
+    note "goals: no results.txt (run the bench and torch stages)"
+  fi
 fi
 echo "logs: $out (summary.txt, tests.log, bench.log, busbw.log, results.txt)"
