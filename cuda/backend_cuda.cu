@@ -145,6 +145,13 @@ void cu_shadow_touch(const void *p, size_t bytes) {
   }
 }
 
+/* The shadow of the buffer that starts at base and holds at least n floats, if registered. */
+static struct shadow *shadow_at(const float *base, size_t n) {
+  for (int i = 0; i < MAX_SHADOWS; i++)
+    if (base && shadows[i].base == base && shadows[i].n >= n) return &shadows[i];
+  return NULL;
+}
+
 /* Drop the copies of any buffer inside allocation p (which is being freed), so that a later
  * allocation at the same address cannot pick up a stale copy. */
 static void shadow_forget(const void *p) {
@@ -670,7 +677,7 @@ static void o_seg_scale(float *buf, const struct ops_seg *segs, const float *sca
 static void o_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
                     int nseg, double beta1, double beta2, double eps) {
   for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
-  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, NULL, beta1, beta2, eps, NULL, 0, 0.0));
+  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, NULL, beta1, beta2, eps, NULL, 0, 0.0, NULL, NULL));
 }
 static void o_ema(float *dst, const float *src, size_t n, double m) {
   cu_shadow_touch(dst, n * sizeof(float));
@@ -680,10 +687,21 @@ static void o_adamw_ema(float *p, const float *g, float *m, float *v,
                         const struct ops_adamw_seg *segs, int nseg, const float *gscale_host,
                         double beta1, double beta2, double eps, float *teacher, size_t n,
                         double momentum) {
-  for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
-  cu_shadow_touch(teacher, n * sizeof(float));
+  /* The bf16 copies of student and teacher written by the same kernel, which saves converting
+   * both buffers again before the next step's GEMMs: the student's where it is up to date (the
+   * elements AdamW leaves alone keep their copies), the teacher's wherever it covers the EMA's
+   * range exactly (all of it rewritten). */
+  size_t end = 0;
+  for (int s = 0; s < nseg; s++)
+    if (segs[s].off + segs[s].n > end) end = segs[s].off + segs[s].n;
+  struct shadow *ss = shadow_at(p, end), *st = shadow_at(teacher, n);
+  bf16 *pc = ss && !ss->dirty ? ss->copy : NULL, *tc = st && st->n == n ? st->copy : NULL;
+  if (!pc)
+    for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
+  if (!tc) cu_shadow_touch(teacher, n * sizeof(float));
   PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, gscale_host, beta1, beta2, eps, teacher, n,
-                        momentum));
+                        momentum, pc, tc));
+  if (tc) st->dirty = 0;
 }
 
 /* ---- the tables --------------------------------------------------------------------------------- */

@@ -247,6 +247,6 @@ void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *seg
 void k_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
 void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
              int nseg, const float *gscale_host, double beta1, double beta2, double eps,
-             float *teacher, size_t n_ema, double momentum);
+             float *teacher, size_t n_ema, double momentum, bf16 *pc, bf16 *tc);
 
 #endif

@@ -149,8 +149,8 @@ struct ohyper {
 };
 
 __global__ void __launch_bounds__(OTHREADS)
-    adamw_kernel(float *p, const float *g, float *m, float *v, float *teacher, const ochunk *ch,
-                 const oseg *sp, ohyper hp) {
+    adamw_kernel(float *p, const float *g, float *m, float *v, float *teacher, bf16 *pc, bf16 *tc,
+                 const ochunk *ch, const oseg *sp, ohyper hp) {
   const ochunk c = ch[blockIdx.x];
   oseg s = {1.0f, 0.0f, 1.0f, 1.0f};
   if (c.seg >= 0) s = sp[c.seg];
@@ -168,14 +168,19 @@ __global__ void __launch_bounds__(OTHREADS)
       m[i] = mi;
       v[i] = vi;
       p[i] = pn;
+      if (pc) stf(&pc[i], pn);
     }
-    if (hp.ema) teacher[i] = __fadd_rn(__fmul_rn(teacher[i], hp.ema_a), __fmul_rn(hp.ema_b, pn));
+    if (hp.ema) {
+      const float tn = __fadd_rn(__fmul_rn(teacher[i], hp.ema_a), __fmul_rn(hp.ema_b, pn));
+      teacher[i] = tn;
+      if (tc) stf(&tc[i], tn);
+    }
   }
 }
 
 void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
              int nseg, const float *gscale_host, double beta1, double beta2, double eps,
-             float *teacher, size_t n_ema, double momentum) {
+             float *teacher, size_t n_ema, double momentum, bf16 *pc, bf16 *tc) {
   std::vector<ochunk> ch;
   if (!teacher) {
     std::vector<size_t> off(nseg > 0 ? nseg : 1), n(nseg > 0 ? nseg : 1);
@@ -227,7 +232,7 @@ void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adam
   hp.ema_b = (float)(1.0 - momentum);
   hp.clip = gscale_host != NULL;
   hp.ema = teacher != NULL;
-  adamw_kernel<<<(unsigned)ch.size(), OTHREADS, 0, cu.stream>>>(p, g, m, v, teacher,
+  adamw_kernel<<<(unsigned)ch.size(), OTHREADS, 0, cu.stream>>>(p, g, m, v, teacher, pc, tc,
                                                                (const ochunk *)dev[0],
                                                                (const oseg *)dev[1], hp);
   CHECK_LAUNCH();

@@ -18,5 +18,6 @@ extern char tag[32];  /* the precision (and attention) being run, for check name
 /* test_gpu_fused.c: the fused ops against the plain ones (bit for bit) and the CPU. */
 void check_fused_residual_ln(int B, int rps, int D, int with_s);
 void check_gelu_bias(int rows, int cols);
+void check_adamw_copies(void);
 
 #endif

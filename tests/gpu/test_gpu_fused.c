@@ -1,6 +1,7 @@
 /* test_gpu_fused.c - part of tests/gpu/test_gpu_ops: the CUDA backend's fused ops (residual +
  * LayerNorm, LayerNorm + drop-path backward, GELU backward + bias gradient) against the plain ops
- * they replace, bit for bit, and against the CPU backend's fused ops to the tolerance. */
+ * they replace, bit for bit, and against the CPU backend's fused ops to the tolerance; the bf16
+ * weight copies the fused optimizer writes. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -130,4 +131,45 @@ void check_gelu_bias(int rows, int cols) {
   gpu_cmp(NAME(nm, "%s gelu_bwd_bias db (+=) vs CPU", tag), hb, dbr, cols, TOL);
   g->free(dxa), g->free(d1), g->free(d2), g->free(db1), g->free(db2);
   free(x), free(gy), free(b0), free(dxr), free(dbr), free(h), free(hb);
+}
+
+/* The fused optimizer writes the bf16 copies of student and teacher that the GEMMs use: after
+ * adamw_ema, a Linear with either's weights must see the updated values (a stale or misplaced copy
+ * gives the old weights' outputs).  Half the student's weights are frozen (no AdamW: their copies
+ * must stay right), and a second round starts from a student changed by an upload (its copy
+ * stale: the optimizer must leave the conversion to the GEMM). */
+void check_adamw_copies(void) {
+  char nm[160];
+  const int M = 33, N = 48, K = 40, nw = N * K;
+  const size_t n = (size_t)nw + 24;
+  float *p = gpu_randn(&R, n, 1.0f), *gr = gpu_randn(&R, n, 1.0f), *t = gpu_randn(&R, n, 1.0f);
+  float *x = gpu_randn(&R, (size_t)M * K, 1.0f), *zero = gpu_zeros(n);
+  float *dp = gpu_f32_up(g, p, n), *dg = gpu_f32_up(g, gr, n), *dt = gpu_f32_up(g, t, n);
+  float *dm = gpu_f32_up(g, zero, n), *dv = gpu_f32_up(g, zero, n);
+  void *dx = gpu_act_up(g, x, (size_t)M * K), *dy = g->alloc((size_t)M * N * g->act_size);
+  float *y = gpu_zeros((size_t)M * N), *yr = gpu_zeros((size_t)M * N), *h = gpu_zeros(n);
+  if (g->params_changed) g->params_changed(dp, n), g->params_changed(dt, n);
+  /* AdamW on the first half of the weights and the tail, in steps large against bf16's spacing */
+  const struct ops_adamw_seg as[2] = {{0, (size_t)nw / 2, 1.0f, 0.25f, 1.0f}, {(size_t)nw, 24, 1.0f, 0.25f, 1.0f}};
+  for (int round = 0; round < 2; round++) {
+    for (int who = 0; who < 2; who++) /* the copies in use (clean) before the update */
+      g->linear_fwd(dy, dx, who ? dt : dp, NULL, M, N, K);
+    if (round == 1) { /* a new student by upload: its copy is stale from here */
+      for (size_t i = 0; i < n; i++) p[i] = -p[i];
+      g->upload(dp, p, n * sizeof(float));
+    }
+    g->adamw_ema(dp, dg, dm, dv, as, 2, NULL, 0.9, 0.999, 1e-8, dt, n, 0.5);
+    for (int who = 0; who < 2; who++) {
+      float *dw = who ? dt : dp;
+      gpu_f32_down(g, h, dw, n);
+      gpu_act_poison(g, dy, (size_t)M * N);
+      g->linear_fwd(dy, dx, dw, NULL, M, N, K);
+      gpu_act_down(g, y, dy, (size_t)M * N);
+      cpu->linear_fwd(yr, x, h, NULL, M, N, K);
+      gpu_cmp(NAME(nm, "%s linear_fwd after adamw_ema, %s weights, round %d", tag,
+                   who ? "teacher" : "student", round), y, yr, (size_t)M * N, TOL);
+    }
+  }
+  g->free(dp), g->free(dg), g->free(dt), g->free(dm), g->free(dv), g->free(dx), g->free(dy);
+  free(p), free(gr), free(t), free(x), free(zero), free(y), free(yr), free(h);
 }

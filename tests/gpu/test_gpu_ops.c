@@ -689,6 +689,7 @@ static void run_all(const char *precision) {
   check_dino_loss(3, 4, 2, 1000);
   check_dino_loss(2, 10, 2, 65536);
   check_optimizer();
+  check_adamw_copies();
 }
 
 int main(int argc, char **argv) {
