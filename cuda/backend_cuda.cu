@@ -1,4 +1,4 @@
-/* backend_cuda.cu - the CUDA backend's context, memory, weight shadows, timers and its two op tables. */
+/* backend_cuda.cu - the CUDA backend's context, memory, timers and its two op tables. */
 #include "build_config.h"
 
 #include <cublasLt.h>
@@ -87,100 +87,6 @@ void *cu_upload_table(int slot, const void *host, size_t bytes) {
   /* From pageable memory the copy is staged before the call returns, so the host table may be
    * reused at once; it still runs in stream order after the ops before it. */
   if (bytes) CHECK_CUDA(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cu.stream));
-  return d;
-}
-
-/* ---- bf16 weight shadows ------------------------------------------------------------------------ */
-
-/* A registered fp32 parameter buffer and its bf16 copy; stale copies are refreshed lazily by the
- * first GEMM that needs them, so any write to the buffer only has to mark it (cu_shadow_touch). */
-struct shadow {
-  const float *base;
-  size_t n;
-  bf16 *copy;
-  int dirty;
-};
-#define MAX_SHADOWS 8
-static struct shadow shadows[MAX_SHADOWS];
-
-static void shadow_drop(int i) {
-  cu_dev_free(shadows[i].copy);
-  memset(&shadows[i], 0, sizeof shadows[i]);
-}
-
-static void shadow_register(const float *base, size_t n) {
-  const char *b0 = (const char *)base, *b1 = b0 + n * sizeof(float);
-  for (int i = 0; i < MAX_SHADOWS; i++) {
-    struct shadow *s = &shadows[i];
-    if (!s->base) continue;
-    if (s->base == base && s->n == n) {
-      s->dirty = 1;
-      return;
-    }
-    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
-    if (s0 < b1 && b0 < s1) shadow_drop(i); /* a different range over the same memory */
-  }
-  for (int i = 0; i < MAX_SHADOWS; i++)
-    if (!shadows[i].base) {
-      shadows[i].base = base;
-      shadows[i].n = n;
-      shadows[i].copy = (bf16 *)cu_dev_alloc(n * sizeof(bf16), "bf16 weight copy");
-      shadows[i].dirty = 1;
-      return;
-    }
-  /* more buffers than slots: the oldest loses its copy (GEMMs then convert on the fly) */
-  shadow_drop(0);
-  memmove(&shadows[0], &shadows[1], (MAX_SHADOWS - 1) * sizeof shadows[0]);
-  memset(&shadows[MAX_SHADOWS - 1], 0, sizeof shadows[0]);
-  shadow_register(base, n);
-}
-
-void cu_shadow_touch(const void *p, size_t bytes) {
-  const char *p0 = (const char *)p, *p1 = p0 + bytes;
-  for (int i = 0; i < MAX_SHADOWS; i++) {
-    struct shadow *s = &shadows[i];
-    if (!s->base) continue;
-    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
-    if (s0 < p1 && p0 < s1) s->dirty = 1;
-  }
-}
-
-/* The shadow of the buffer that starts at base and holds at least n floats, if registered. */
-static struct shadow *shadow_at(const float *base, size_t n) {
-  for (int i = 0; i < MAX_SHADOWS; i++)
-    if (base && shadows[i].base == base && shadows[i].n >= n) return &shadows[i];
-  return NULL;
-}
-
-/* Drop the copies of any buffer inside allocation p (which is being freed), so that a later
- * allocation at the same address cannot pick up a stale copy. */
-static void shadow_forget(const void *p) {
-  size_t bytes = 1;
-  if (live) {
-    auto it = live->find(const_cast<void *>(p));
-    if (it != live->end() && it->second) bytes = it->second;
-  }
-  const char *p0 = (const char *)p, *p1 = p0 + bytes;
-  for (int i = 0; i < MAX_SHADOWS; i++) {
-    const struct shadow *s = &shadows[i];
-    if (!s->base) continue;
-    const char *s0 = (const char *)s->base, *s1 = s0 + s->n * sizeof(float);
-    if (s0 < p1 && p0 < s1) shadow_drop(i);
-  }
-}
-
-const bf16 *cu_weights_bf16(const float *w, size_t n, int slot) {
-  for (int i = 0; i < MAX_SHADOWS; i++) {
-    struct shadow *s = &shadows[i];
-    if (!s->base || w < s->base || w + n > s->base + s->n) continue;
-    if (s->dirty) {
-      k_f32_to_bf16(s->copy, s->base, s->n);
-      s->dirty = 0;
-    }
-    return s->copy + (w - s->base);
-  }
-  bf16 *d = (bf16 *)cu_scratch(slot, n * sizeof(bf16));
-  k_f32_to_bf16(d, w, n);
   return d;
 }
 
@@ -334,7 +240,12 @@ static void o_free(void *p) {
   if (!p) return;
   /* First the queued work, which may still read p or its bf16 copy. */
   CHECK_CUDA(cudaStreamSynchronize(cu.stream));
-  shadow_forget(p);
+  size_t bytes = 1;
+  if (live) {
+    auto it = live->find(p);
+    if (it != live->end() && it->second) bytes = it->second;
+  }
+  cu_shadow_forget(p, bytes);
   cu_dev_free(p);
 }
 /* Whether host memory is page-locked (a copy from it runs truly asynchronously). */
@@ -378,7 +289,7 @@ template <typename T> static void o_act_to_f32(float *dst, const void *src, size
 }
 static void o_sync(void) { CHECK_CUDA(cudaStreamSynchronize(cu.stream)); }
 static void o_params_changed_bf16(const float *params, size_t n) {
-  if (params && n) shadow_register(params, n);
+  if (params && n) cu_shadow_register(params, n);
 }
 static void o_set_threads(int n) { (void)n; /* host work of this backend is one thread */ }
 static void o_profile(struct ops_profile *p, int reset) {
@@ -694,14 +605,12 @@ static void o_adamw_ema(float *p, const float *g, float *m, float *v,
   size_t end = 0;
   for (int s = 0; s < nseg; s++)
     if (segs[s].off + segs[s].n > end) end = segs[s].off + segs[s].n;
-  struct shadow *ss = shadow_at(p, end), *st = shadow_at(teacher, n);
-  bf16 *pc = ss && !ss->dirty ? ss->copy : NULL, *tc = st && st->n == n ? st->copy : NULL;
+  bf16 *pc = cu_shadow_current(p, end), *tc = cu_shadow_rewritten(teacher, n);
   if (!pc)
     for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
   if (!tc) cu_shadow_touch(teacher, n * sizeof(float));
   PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, gscale_host, beta1, beta2, eps, teacher, n,
                         momentum, pc, tc));
-  if (tc) st->dirty = 0;
 }
 
 /* ---- the tables --------------------------------------------------------------------------------- */

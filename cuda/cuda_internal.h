@@ -122,11 +122,25 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 
 /* ---- weights for GEMMs ------------------------------------------------------------------------ */
 
-/* The bf16 copy of fp32 weights w[0..n) for a GEMM: the shadow of a registered parameter buffer
- * (params_changed), refreshed if it was written since, or a conversion into scratch `slot`. */
+/* weight_copies.cu: the bf16 copy of fp32 weights w[0..n) for a GEMM: the shadow of a registered
+ * parameter buffer (params_changed), refreshed if it was written since, or a conversion into
+ * scratch `slot`. */
 const bf16 *cu_weights_bf16(const float *w, size_t n, int slot);
+/* Register [base, base+n) for a bf16 copy (stale until refreshed); a different range over the same
+ * memory loses its copy. */
+void cu_shadow_register(const float *base, size_t n);
 /* Device memory [p, p+bytes) was written by an op or a copy: shadows that overlap are stale. */
 void cu_shadow_touch(const void *p, size_t bytes);
+/* The allocation [p, p+bytes) is being freed: copies of buffers inside it are dropped, so that a
+ * later allocation at the same address cannot pick up a stale copy. */
+void cu_shadow_forget(const void *p, size_t bytes);
+/* For a kernel that rewrites weights and can write their bf16 copy as it goes.  _current: the copy
+ * of the buffer starting at base (at least n floats) if it is up to date, so that rewriting some
+ * of its elements in both keeps it so; else NULL (the caller marks the writes).  _rewritten: the
+ * copy of exactly [base, base+n), all of which the caller's next kernel writes (marked up to
+ * date); NULL when there is none. */
+bf16 *cu_shadow_current(const float *base, size_t n);
+bf16 *cu_shadow_rewritten(const float *base, size_t n);
 
 /* ---- launchers (one file per concept; T = float or bf16) -------------------------------------- */
 
