@@ -9,6 +9,7 @@
 #define OPS_TRAFFIC_LIST(X)                                                                      \
   X(UPLOAD, upload) X(DOWNLOAD, download) X(COPY, copy) X(ZERO, zero) X(ACT_FROM, act_from_f32) \
   X(ACT_TO, act_to_f32) X(LINEAR_FWD, linear_fwd) X(LINEAR_BWD, linear_bwd) X(MATMUL, matmul_f32) \
+  X(LINEAR_RES_FWD, linear_residual_fwd)                                                           \
   X(PATCHIFY, patchify) X(TOKENS_FWD, tokens_fwd) X(TOKENS_BWD, tokens_bwd)                      \
   X(LN_FWD, layernorm_fwd) X(LN_BWD, layernorm_bwd) X(RES_LN_FWD, residual_layernorm_fwd)         \
   X(LN_RES_BWD, layernorm_residual_bwd) X(L2_FWD, l2norm_fwd) X(L2_BWD, l2norm_bwd)               \
@@ -84,6 +85,12 @@ static void t_linear_fwd(void *y, const void *x, const float *w, const float *b,
   const double m = M, n = N, k = K;
   charge(OP_LINEAR_FWD, TRAFFIC_GEMM, A * (m * k + n * k + m * n + (b ? n : 0)), 2 * m * n * k);
   in->linear_fwd(y, x, w, b, M, N, K);
+}
+static void t_linear_res_fwd(void *y, const void *r, const void *x, const float *w, const float *b,
+                             int M, int N, int K) {
+  const double m = M, n = N, k = K;
+  charge(OP_LINEAR_RES_FWD, TRAFFIC_GEMM, A * (m * k + n * k + 2 * m * n + (b ? n : 0)), 2 * m * n * k);
+  in->linear_residual_fwd(y, r, x, w, b, M, N, K);
 }
 static void t_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x, const float *w,
                          int M, int N, int K) {
@@ -276,6 +283,7 @@ const struct ops *ops_traffic_wrap(const struct ops *inner, size_t act_bytes) {
   w.act_to_f32 = t_act_to;
   w.linear_fwd = t_linear_fwd;
   w.linear_bwd = t_linear_bwd;
+  w.linear_residual_fwd = inner->linear_residual_fwd ? t_linear_res_fwd : NULL;
   w.matmul_f32 = t_matmul;
   w.patchify = t_patchify;
   w.tokens_fwd = t_tokens_fwd;

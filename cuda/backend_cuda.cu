@@ -356,6 +356,19 @@ static int bgrad_verify(const float *g, float *ref, const T *dy, int M, int N, i
 }
 
 template <typename T>
+static void o_linear_residual_fwd(void *y, const void *r, const void *x, const float *w,
+                                  const float *b, int M, int N, int K) {
+  if (M <= 0 || N <= 0) return;
+  PROF(P_GEMM, {
+    const T *wq = gemm_weights<T>(w, (size_t)N * K, SLOT_WCONV_A);
+    const T *bq = b ? gemm_weights<T>(b, (size_t)N, SLOT_WCONV_B) : NULL;
+    /* column-major: y^T [N x M] = (w [K x N])^T x^T [K x M] + r^T */
+    lt_matmul_add(1, 0, N, M, K, wq, cu_dtype<T>::value, K, x, cu_dtype<T>::value, K, r, y,
+                  cu_dtype<T>::value, N, bq);
+  });
+}
+
+template <typename T>
 static void o_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x,
                          const float *w, int M, int N, int K) {
   if (M <= 0 || N <= 0) return;
@@ -444,7 +457,19 @@ static void o_l2_bwd(void *dx, const void *dy, const void *y, const float *norm,
 }
 static void o_wn_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
   cu_shadow_touch(w, (size_t)K * D * sizeof(float));
-  PROF(P_OTHER, k_weightnorm_fwd(w, vnorm, g, v, K, D));
+  PROF(P_OTHER, k_weightnorm_fwd(w, NULL, vnorm, g, v, K, D));
+}
+/* In bf16 the normalised weight (DINO head's last layer: 65536 x 256) is only read by GEMMs, as
+ * bf16: the kernel writes that copy too, so neither the forward nor the backward GEMM converts
+ * it. */
+static void o_wn_fwd_bf16(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
+  const size_t n = (size_t)K * D;
+  bf16 *wc = cu_shadow_rewritten(w, n);
+  if (!wc && n) {
+    cu_shadow_register(w, n);
+    wc = cu_shadow_rewritten(w, n);
+  }
+  PROF(P_OTHER, k_weightnorm_fwd(w, wc, vnorm, g, v, K, D));
 }
 static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
                      const float *vnorm, int K, int D) {
@@ -633,6 +658,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->profile = o_profile;
   o->linear_fwd = o_linear_fwd<T>;
   o->linear_bwd = o_linear_bwd<T>;
+  o->linear_residual_fwd = o_linear_residual_fwd<T>;
   o->matmul_f32 = o_matmul_f32;
   o->patchify = o_patchify<T>;
   o->tokens_fwd = o_tokens_fwd<T>;
@@ -643,7 +669,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->layernorm_residual_bwd = o_ln_res_bwd<T>;
   o->l2norm_fwd = o_l2_fwd<T>;
   o->l2norm_bwd = o_l2_bwd<T>;
-  o->weightnorm_fwd = o_wn_fwd;
+  o->weightnorm_fwd = sizeof(T) == sizeof(float) ? o_wn_fwd : o_wn_fwd_bf16;
   o->weightnorm_bwd = o_wn_bwd;
   o->attn_state_bytes = o_attn_state_bytes<T>;
   o->attn_fwd = o_attn_fwd<T>;

@@ -150,6 +150,10 @@ void lt_init(void);
 void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
                int ldd, float beta, const void *bias);
+/* D = op(A) op(B) + C (+ bias): the product added to C, of D's type and layout (C may be D). */
+void lt_matmul_add(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                   int lda, const void *B, cudaDataType_t bt, int ldb, const void *C, void *D,
+                   cudaDataType_t dt, int ldd, const void *bias);
 /* The same product without bias, and bgrad[n] (D's type, overwritten) = the column sums of op(B)
  * over k by the BGRADB epilogue, when cuBLASLt has an algorithm with it for this shape (the first
  * refusal is said in the log); returns whether bgrad was written, and *first whether this was the
@@ -203,7 +207,9 @@ void k_layernorm_residual_bwd(T *dx, float *dg, float *db, T *df, const float *s
 template <typename T> void k_l2norm_fwd(T *y, float *norm, const T *x, int rows, int D);
 template <typename T>
 void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, int D);
-void k_weightnorm_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D);
+/* wc (NULL: none): w's bf16 copy, written with it. */
+void k_weightnorm_fwd(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
+                      int D);
 void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
                       const float *vnorm, int K, int D);
 

@@ -161,12 +161,13 @@ void lt_forget(void) {
   plans->clear();
 }
 
-/* D = op(A) op(B) + beta D with the epilogue epi on ptr (the bias, or the bias-gradient output);
- * returns the epilogue the plan ran; *first (when not NULL) says whether the plan ran for the first
- * time. */
+/* D = op(A) op(B) + beta C with the epilogue epi on ptr (the bias, or the bias-gradient output), C
+ * (NULL: D) of D's type and layout; returns the epilogue the plan ran; *first (when not NULL) says
+ * whether the plan ran for the first time. */
 static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
-                  int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-                  int ldd, float beta, int epi, const void *ptr, int *first) {
+                  int lda, const void *B, cudaDataType_t bt, int ldb, const void *C, void *D,
+                  cudaDataType_t dt, int ldd, float beta, int epi, const void *ptr, int *first) {
+  if (!C) C = D;
   struct lt_key key;
   memset(&key, 0, sizeof key);
   key.transa = transa;
@@ -184,14 +185,14 @@ static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cu
   key.accumulate = beta != 0.0f;
   key.align[0] = align_of(A);
   key.align[1] = align_of(B);
-  key.align[2] = align_of(D);
+  key.align[2] = align_of(D) < align_of(C) ? align_of(D) : align_of(C); /* one preference for both */
   key.align[3] = ptr ? align_of(ptr) : 0;
   struct lt_plan *p = plan_for(&key, ptr);
   if (p->epi != LT_NONE)
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr,
                                                 sizeof ptr));
   const float alpha = 1.0f; /* 1 with BGRADB too: whether alpha would scale its sums is not said */
-  CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
+  CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->ld, D, p->ld,
                               &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
   if (first) *first = p->runs == 0;
   p->runs++;
@@ -207,12 +208,13 @@ static void lt_empty(int m, int n, void *D, cudaDataType_t dt, int ldd, float be
                                  (size_t)m * (dt == CUDA_R_32F ? 4 : 2), cu.stream));
 }
 
-void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
-               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
-               int ldd, float beta, const void *bias) {
+/* lt_matmul with C (NULL: D). */
+static void lt_gemm(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                    int lda, const void *B, cudaDataType_t bt, int ldb, const void *C, void *D,
+                    cudaDataType_t dt, int ldd, float beta, const void *bias) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    SCD_ASSERT(!bias);
+    SCD_ASSERT(!bias && (!C || C == D));
     lt_empty(m, n, D, dt, ldd, beta);
     return;
   }
@@ -221,7 +223,7 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
    * one faults; such a bias (only in tests: model tensors are 16-element aligned) gets
    * bias_kernel after the GEMM instead. */
   const int epi = bias != NULL && align_of(bias) >= 16 ? LT_BIAS : LT_NONE;
-  const int ran = lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, epi,
+  const int ran = lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, C, D, dt, ldd, beta, epi,
                          epi == LT_BIAS ? bias : NULL, NULL);
   if (bias && ran != LT_BIAS) {
     if (dt == CUDA_R_32F)
@@ -234,6 +236,19 @@ void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaD
   }
 }
 
+void lt_matmul(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+               int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+               int ldd, float beta, const void *bias) {
+  lt_gemm(transa, transb, m, n, k, A, at, lda, B, bt, ldb, NULL, D, dt, ldd, beta, bias);
+}
+
+void lt_matmul_add(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                   int lda, const void *B, cudaDataType_t bt, int ldb, const void *C, void *D,
+                   cudaDataType_t dt, int ldd, const void *bias) {
+  SCD_ASSERT(k > 0 || m <= 0 || n <= 0);
+  lt_gemm(transa, transb, m, n, k, A, at, lda, B, bt, ldb, C, D, dt, ldd, 1.0f, bias);
+}
+
 int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                      int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
                      int ldd, float beta, void *bgrad, int *first) {
@@ -242,6 +257,6 @@ int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A,
     if (m > 0 && n > 0) lt_empty(m, n, D, dt, ldd, beta);
     return 0; /* the caller's column sum handles the empty cases */
   }
-  return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, D, dt, ldd, beta, LT_BGRADB,
+  return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, NULL, D, dt, ldd, beta, LT_BGRADB,
                 bgrad, first) == LT_BGRADB;
 }

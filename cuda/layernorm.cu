@@ -368,7 +368,8 @@ void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, i
 
 /* ---- weight normalisation (torch weight_norm, dim 0, no epsilon) -------------------------------- */
 
-__global__ void wn_fwd_kernel(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
+__global__ void wn_fwd_kernel(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
+                              int D) {
   const int k = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (k >= K) return;
   const float *vr = v + (size_t)k * D;
@@ -377,7 +378,12 @@ __global__ void wn_fwd_kernel(float *w, float *vnorm, const float *g, const floa
   const float n = sqrtf(warp_sum(ss));
   const float f = g[k] / n; /* torch: v * (g / ||v||) */
   float *wr = w + (size_t)k * D;
-  for (int d = lane; d < D; d += 32) wr[d] = vr[d] * f;
+  bf16 *wcr = wc ? wc + (size_t)k * D : NULL;
+  for (int d = lane; d < D; d += 32) {
+    const float x = vr[d] * f;
+    wr[d] = x;
+    if (wcr) stf(&wcr[d], x);
+  }
   if (lane == 0) vnorm[k] = n;
 }
 
@@ -397,9 +403,10 @@ __global__ void wn_bwd_kernel(float *dg, float *dv, const float *dw, const float
   for (int d = lane; d < D; d += 32) dvr[d] += f * (dwr[d] - vr[d] * c);
 }
 
-void k_weightnorm_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
+void k_weightnorm_fwd(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
+                      int D) {
   if (K <= 0) return;
-  wn_fwd_kernel<<<row_blocks(K), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(w, vnorm, g, v, K, D);
+  wn_fwd_kernel<<<row_blocks(K), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(w, wc, vnorm, g, v, K, D);
   CHECK_LAUNCH();
 }
 void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,

@@ -75,6 +75,13 @@ struct ops {
    * db[N] += column sums of dy (NULL skips). */
   void (*linear_bwd)(void *dx, float *dw, float *db, const void *dy, const void *x, const float *w,
                      int M, int N, int K);
+  /* Optional (NULL: linear_fwd into a buffer, then residual_fwd with s = NULL): y[M,N] = r[M,N] +
+   * (x[M,K] w[N,K]^T + b[N]), the Linear's output added to the residual stream r by the GEMM, not
+   * stored on its own; y may alias r.  Rounded once to the activation type (the pair rounds the
+   * Linear's output first), so it matches the pair to the activation type's rounding.  For
+   * branches without drop path (the teacher, the student's block 0). */
+  void (*linear_residual_fwd)(void *y, const void *r, const void *x, const float *w, const float *b,
+                              int M, int N, int K);
   /* fp32 c[M,N] = op(a) op(b) + beta c, op(a) = a^T [K,M] stored when ta, else a [M,K]; op(b) =
    * b^T stored [N,K] when tb, else b [K,N].  For small products in parameter space (position
    * embedding interpolation). */

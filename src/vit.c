@@ -228,23 +228,39 @@ static void block_forward(const struct vit *v, const struct ops *ops, const floa
     ops->layernorm_fwd(A->ln1, A->mean1, A->rstd1, x, D, P + w->n1w, P + w->n1b, T, D, VIT_LN_EPS);
   ops->linear_fwd(A->qkv, A->ln1, P + w->qkvw, P + w->qkvb, T, 3 * D, D);
   ops->attn_fwd(A->attn, A->state, probs, A->qkv, B, N, d->heads, D / d->heads, attn_scale(d));
-  ops->linear_fwd(s->tmp, A->attn, P + w->projw, P + w->projb, T, D, D);
-  ops->residual_layernorm_fwd(A->xmid, A->ln2, A->mean2, A->rstd2, x, s->tmp, dp_scales(v, p, i, 0),
-                              P + w->n2w, P + w->n2b, B, N, D, VIT_LN_EPS);
+  /* Without drop path on a branch (the teacher, the student's block 0) a backend may add the
+   * branch's last Linear to the stream inside its GEMM: the branch output is never stored. */
+  const float *s0 = dp_scales(v, p, i, 0), *s1 = dp_scales(v, p, i, 1);
+  if (!s0 && ops->linear_residual_fwd) {
+    ops->linear_residual_fwd(A->xmid, x, A->attn, P + w->projw, P + w->projb, T, D, D);
+    ops->layernorm_fwd(A->ln2, A->mean2, A->rstd2, A->xmid, D, P + w->n2w, P + w->n2b, T, D,
+                       VIT_LN_EPS);
+  } else {
+    ops->linear_fwd(s->tmp, A->attn, P + w->projw, P + w->projb, T, D, D);
+    ops->residual_layernorm_fwd(A->xmid, A->ln2, A->mean2, A->rstd2, x, s->tmp, s0, P + w->n2w,
+                                P + w->n2b, B, N, D, VIT_LN_EPS);
+  }
   ops->linear_fwd(A->h, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D);
   /* Training keeps the pre-activation for GELU's backward and the output for fc2's: reading
    * the output back costs less than computing it again (the step's traffic, bench/README.md). */
   void *g = p->train ? A->g : A->h;
   ops->gelu_fwd(g, A->h, (size_t)T * Hm);
-  ops->linear_fwd(s->tmp, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
+  const int fused = !s1 && ops->linear_residual_fwd;
+  if (fused)
+    ops->linear_residual_fwd(A->xout, A->xmid, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
+  else
+    ops->linear_fwd(s->tmp, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
   if (i + 1 < d->depth) {
     const struct vit_block_params *wn = &v->blk[i + 1];
     struct vit_block_acts *An = &p->blk[p->train ? i + 1 : 0];
-    ops->residual_layernorm_fwd(A->xout, An->ln1, An->mean1, An->rstd1, A->xmid, s->tmp,
-                                dp_scales(v, p, i, 1), P + wn->n1w, P + wn->n1b, B, N, D,
-                                VIT_LN_EPS);
-  } else {
-    ops->residual_fwd(A->xout, A->xmid, s->tmp, dp_scales(v, p, i, 1), B, N, D);
+    if (fused)
+      ops->layernorm_fwd(An->ln1, An->mean1, An->rstd1, A->xout, D, P + wn->n1w, P + wn->n1b, T,
+                         D, VIT_LN_EPS);
+    else
+      ops->residual_layernorm_fwd(A->xout, An->ln1, An->mean1, An->rstd1, A->xmid, s->tmp, s1,
+                                  P + wn->n1w, P + wn->n1b, B, N, D, VIT_LN_EPS);
+  } else if (!fused) {
+    ops->residual_fwd(A->xout, A->xmid, s->tmp, s1, B, N, D);
   }
 }
 

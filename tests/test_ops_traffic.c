@@ -115,9 +115,21 @@ static double charged(const char *op, double *flops) {
   return b;
 }
 
+/* linear_residual_fwd as its definition, for a table that has it (the CPU backend's has not). */
+static void ref_linear_residual_fwd(void *y, const void *r, const void *x, const float *w, const float *b,
+                                    int M, int N, int K) {
+  const struct ops *cpu = backend_cpu();
+  float *f = malloc((size_t)M * N * sizeof *f);
+  cpu->linear_fwd(f, x, w, b, M, N, K);
+  cpu->residual_fwd(y, r, f, NULL, 1, M, N);
+  free(f);
+}
+
 static void single_ops(void) {
   const struct ops *cpu = backend_cpu(), *w = ops_traffic_wrap(cpu, 2);
   T_CHECK((w->adamw_ema == NULL) == (cpu->adamw_ema == NULL), "adamw_ema presence changed");
+  T_CHECK((w->linear_residual_fwd == NULL) == (cpu->linear_residual_fwd == NULL),
+          "linear_residual_fwd presence changed");
   float *buf = calloc(4096, sizeof(float)), *y = calloc(4096, sizeof(float)), *z = calloc(4096, sizeof(float));
   float *mean = calloc(64, sizeof(float)), *rstd = calloc(64, sizeof(float));
   for (int i = 0; i < 4096; i++) buf[i] = 0.01f * (float)(i % 97) - 0.3f;
@@ -126,6 +138,21 @@ static void single_ops(void) {
   w->linear_fwd(y, buf, buf + 100, buf + 200, 3, 5, 7);
   T_NEAR(charged("linear_fwd", &fl), 2.0 * (21 + 35 + 15 + 5), 0, "linear_fwd bytes");
   T_NEAR(fl, 2.0 * 105, 0, "linear_fwd FLOPs");
+  { /* the same Linear added to a residual stream: r read and y written instead of y written */
+    static struct ops with;
+    with = *cpu;
+    with.linear_residual_fwd = ref_linear_residual_fwd;
+    const struct ops *wr = ops_traffic_wrap(&with, 2);
+    float *r = calloc(15, sizeof *r);
+    for (int i = 0; i < 15; i++) r[i] = 0.5f * (float)i;
+    wr->linear_fwd(z, buf, buf + 100, buf + 200, 3, 5, 7);
+    wr->linear_residual_fwd(y, r, buf, buf + 100, buf + 200, 3, 5, 7);
+    T_NEAR(charged("linear_residual_fwd", &fl), 2.0 * (21 + 35 + 2 * 15 + 5), 0, "linear_residual_fwd bytes");
+    T_NEAR(fl, 2.0 * 105, 0, "linear_residual_fwd FLOPs");
+    for (int i = 0; i < 15; i++) T_NEAR(y[i], r[i] + z[i], 0, "linear_residual_fwd through the wrapper");
+    free(r);
+    w = ops_traffic_wrap(cpu, 2);
+  }
   /* dy read once; dx from w; dw (fp32) accumulated from x; db (fp32) accumulated */
   w->linear_bwd(z, y + 300, y + 600, buf, buf + 100, buf + 200, 3, 5, 7);
   T_NEAR(charged("linear_bwd", &fl), 2.0 * 15 + 2.0 * (35 + 21) + (2.0 * 21 + 8.0 * 35) + 8.0 * 5, 0,

@@ -59,6 +59,23 @@ static void check_linear(int M, int N, int K, int bias) {
   gpu_act_down(g, y, dy, (size_t)M * N);
   cpu->linear_fwd(yr, x, w, b, M, N, K);
   gpu_cmp(NAME(nm, "%s linear_fwd after upload (stale bf16 copy?)", tag), y, yr, (size_t)M * N, TOL);
+  /* added to a residual stream r by the GEMM, into another buffer and in place: against the CPU's
+   * linear_fwd then residual_fwd */
+  float *r = gpu_randn(&R, (size_t)M * N, 2.0f);
+  void *dr = gpu_act_up(g, r, (size_t)M * N);
+  gpu_act_down(g, r, dr, (size_t)M * N); /* as stored */
+  for (int inplace = 0; inplace < 2; inplace++) {
+    void *out = inplace ? dr : dy;
+    if (!inplace) gpu_act_poison(g, dy, (size_t)M * N);
+    g->linear_residual_fwd(out, dr, dx_, dpar, bias ? dpar + (size_t)N * K : NULL, M, N, K);
+    gpu_act_down(g, y, out, (size_t)M * N);
+    cpu->linear_fwd(yr, x, w, b, M, N, K);
+    cpu->residual_fwd(yr, r, yr, NULL, 1, M, N);
+    gpu_cmp(NAME(nm, "%s linear_residual_fwd%s", tag, inplace ? " in place" : ""), y, yr,
+            (size_t)M * N, TOL);
+  }
+  g->free(dr);
+  free(r);
 
   /* backward: dx overwritten, dw and db accumulate */
   float *gy = gpu_randn(&R, (size_t)M * N, 1.0f);
@@ -253,6 +270,27 @@ static void check_weightnorm(int K, int D, int with_dg) {
   gpu_f32_down(g, vn, dvn, K);
   gpu_cmp(NAME(nm, "%s weightnorm_fwd %dx%d", tag, K, D), w, wr, n, 1e-5);
   gpu_cmp(NAME(nm, "%s weightnorm_fwd |v|", tag), vn, vnr, K, 1e-5);
+  /* A GEMM with the normalised weights (bf16: the copy the kernel writes), twice: new v must reach
+   * it (a stale copy gives the old weights' outputs). */
+  const int M = 9;
+  float *x = gpu_randn(&R, (size_t)M * D, 1.0f), *y = gpu_zeros((size_t)M * K);
+  float *yr = gpu_zeros((size_t)M * K), *v2 = gpu_randn(&R, n, 1.0f);
+  void *dx = gpu_act_up(g, x, (size_t)M * D), *dy = g->alloc((size_t)M * K * g->act_size);
+  for (int round = 0; round < 2; round++) {
+    if (round) {
+      g->upload(dv_, v2, n * sizeof(float));
+      g->weightnorm_fwd(dw, dvn, dgg, dv_, K, D);
+      gpu_f32_down(g, w, dw, n);
+    }
+    g->linear_fwd(dy, dx, dw, NULL, M, K, D);
+    gpu_act_down(g, y, dy, (size_t)M * K);
+    cpu->linear_fwd(yr, x, w, NULL, M, K, D);
+    gpu_cmp(NAME(nm, "%s linear_fwd with weightnorm_fwd's weights, round %d", tag, round), y, yr,
+            (size_t)M * K, TOL);
+  }
+  g->upload(dv_, v, n * sizeof(float));
+  g->free(dx), g->free(dy);
+  free(x), free(y), free(yr), free(v2);
   float *gw = gpu_randn(&R, n, 1.0f), *gv0 = gpu_randn(&R, n, 1.0f), *gg0 = gpu_randn(&R, K, 1.0f);
   float *gvr = gpu_dup(gv0, n), *ggr = gpu_dup(gg0, K);
   float *dgw = gpu_f32_up(g, gw, n), *dgv = gpu_f32_up(g, gv0, n), *dggr = gpu_f32_up(g, gg0, K);
