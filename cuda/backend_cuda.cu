@@ -2,7 +2,6 @@
 #include "build_config.h"
 
 #include <cublasLt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
