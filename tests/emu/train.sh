@@ -2,9 +2,11 @@
 # tests/emu/train.sh - scdino with device = 'cuda' under the CPU emulator (tests/emu/scdino): GPU
 # augmentation from raw batches, the CUDA ops in bf16 and fp32, gradients over the NCCL
 # communicator on 1 and 2 ranks, checkpoints; the restart contract on that path (one epoch, a
-# restart, the second epoch equal bit for bit to two epochs in one run); and a NaN in one rank's
-# gradient, found by the GPU's norms after the NCCL all-reduce, ending both ranks with status 1
-# through comm_exit_all (which aborts the NCCL communicator).
+# restart, the second epoch equal bit for bit to two epochs in one run); a bias-gradient epilogue
+# whose sums are wrong (SCDINO_EMU_LT_BGRADB=wrong), caught by the backend's check with one warning,
+# the run then the same bit for bit as one with the column-sum kernel (SCDINO_CUDA_BGRAD=kernel);
+# and a NaN in one rank's gradient, found by the GPU's norms after the NCCL all-reduce, ending both
+# ranks with status 1 through comm_exit_all (which aborts the NCCL communicator).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/train_lib.sh"
 . "$top_srcdir/tests/fault_lib.sh"
@@ -26,6 +28,19 @@ train_deck flash epochs=1 batch_size_per_rank=8 | cuda >flash.nml
 expect_exit 0 env SCDINO_CUDA_ATTENTION=flash "$exe" flash.nml
 expect_grep 'attention: flash \(tensor cores for head dimensions that are multiples of 16\)$'
 expect_grep 'Epoch \[0/1\] it 5/5'
+
+# One rank, bf16: wrong epilogue sums are caught at once and the kernel takes over, so the run
+# is the kernel's bit for bit.
+train_deck kernel epochs=1 batch_size_per_rank=8 | cuda >kernel.nml
+expect_exit 0 env SCDINO_CUDA_BGRAD=kernel "$exe" kernel.nml
+expect_nogrep 'bias-gradient epilogue'
+train_deck wrong epochs=1 batch_size_per_rank=8 | cuda >wrong.nml
+expect_exit 0 env SCDINO_EMU_LT_BGRADB=wrong "$exe" wrong.nml
+expect_grep "warning: cuBLASLt's bias-gradient epilogue \(BGRADB\) disagrees with the column sums"
+nchecks=$((nchecks + 1))
+[ "$(printf '%s\n' "$out" | grep -c 'bias-gradient epilogue')" = 1 ] || fail "the wrong epilogue was not said exactly once"
+expect_grep 'Epoch \[0/1\] it 5/5'
+ckpt_same kernel/checkpoint.h5 wrong/checkpoint.h5
 
 # Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
 if [ "$MPIEXEC" != none ]; then
