@@ -29,7 +29,8 @@ for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu
 done
 expect_grep 'cuDNN attention: 14 of 14 forward and 7 of 7 backward calls ran in cuDNN'
 expect_grep 'bf16: 4 of 4 bias gradients summed by the weight gradient.s GEMM epilogue'
-for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-fp32 scdino-bf16-b8; do
+for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-fp32 scdino-vitb-bf16 \
+         scdino-bf16-b8; do
   expect_grep "^$r +4 +[0-9.]+ +[0-9.]+ "
 done
 for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn; do

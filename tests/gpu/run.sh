@@ -8,8 +8,8 @@
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
 #             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64 (bf16 with each attention,
-#                    and with the bias gradients by the column-sum kernel), then the largest
-#                    batch that fits (bf16)
+#                    and with the bias gradients by the column-sum kernel), ViT-B/16 in bf16 at
+#                    batch 64, then the largest batch that fits (bf16)
 #             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
@@ -157,6 +157,8 @@ if [[ " $stages " == *" bench "* ]]; then
     (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
     grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
     bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
+    # ViT-B/16 at batch 64: its speed and peak memory (the issue asks whether it fits unrecomputed)
+    bench "scdino-vitb-bf16" -B 64 -P bf16 -D 768 -H 12 -s 3 -w 1 $m
     largest=64
     for b in ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}; do
       if bench "scdino-bf16-b$b" -B $b -P bf16 -s 3 -w 1 $m; then largest=$b; else
