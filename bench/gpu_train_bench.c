@@ -4,10 +4,12 @@
  * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp32] [-s steps] [-w warmup]
  *            [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-g global] [-l local]
  *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-W peak_gbps] [-x] [-M]
+ *            [-A none|tanh]
  * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
  * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
- * attention, other); -M uses the MPI gradient communicator instead of NCCL.  The attention
- * implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash|cudnn).
+ * attention, other); -M uses the MPI gradient communicator instead of NCCL; -A the GELU form
+ * (&model gelu_approximate; tanh runs inside the GEMMs where cuBLASLt computes it, SCDINO_CUDA_GELU).
+ * The attention implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash|cudnn).
  *
  * One step is what the training loop runs: GPU augmentation of a raw batch (augment_gpu), teacher
  * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in
@@ -98,14 +100,14 @@ int main(int argc, char **argv) {
   comm_init(&argc, &argv);
   log_init(comm_rank(), 1);
   struct dino_spec s = {0};
-  s.vit = (struct vit_dims){16, 5, 384, 12, 6, 1536, 14, 0.1};
+  s.vit = (struct vit_dims){16, 5, 384, 12, 6, 1536, 14, 0.1, 0};
   s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
                               .norm_last_layer = 1};
   int B = 64, G = 224, Lsz = 96, nl = 8, steps = 10, warm = 3, raw_side = 256, prof = 0, use_mpi = 0;
   int opt;
   double peak_tflops = 0, peak_gbps = 0;
   const char *precision = "bf16";
-  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xM")) != -1) {
+  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xMA:")) != -1) {
     switch (opt) {
     case 'B': B = atoi(optarg); break;
     case 'P': precision = optarg; break;
@@ -125,6 +127,13 @@ int main(int argc, char **argv) {
     case 'W': peak_gbps = atof(optarg); break;
     case 'x': prof = 1; break;
     case 'M': use_mpi = 1; break;
+    case 'A':
+      if (strcmp(optarg, "none") && strcmp(optarg, "tanh")) {
+        fprintf(stderr, "gpu_train_bench: -A %s: expected none or tanh\n", optarg);
+        return 2;
+      }
+      s.vit.gelu_approx = s.head.gelu_approx = !strcmp(optarg, "tanh");
+      break;
     default: fprintf(stderr, "see the header of bench/gpu_train_bench.c for the options\n"); return 2;
     }
   }
@@ -303,13 +312,16 @@ int main(int argc, char **argv) {
            peak_b / 1048576.0, (tot - fr) / 1048576.0, tot / 1048576.0);
     printf("RESULT precision=%s attention=%s comm=%s batch=%d world=%d step_ms=%.2f data_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
            "images_per_s=%.1f mfu=%.4f model_step_ms=%.2f model_images_per_s=%.1f model_mfu=%.4f "
-           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f floor_ms=%.2f traffic_gb=%.2f\n",
+           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f floor_ms=%.2f traffic_gb=%.2f gelu=%s gelu_in_gemm=%d\n",
            precision, backend_cuda_attention(), gc->name, B, world, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, mfu, 1e3 * tm,
-           B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9, 1e3 * floor_s, moved / 1e9);
+           B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9, 1e3 * floor_s, moved / 1e9,
+           s.vit.gelu_approx ? "tanh" : "none",
+           cuda_ops->gelu_in_gemm ? cuda_ops->gelu_in_gemm(s.vit.gelu_approx) : 0);
     /* The same headline numbers as BENCH lines for bench/run_all (bench/bench_result.h). */
     char name[64], notes[512];
-    snprintf(name, sizeof name, "gpu_train.%s.%s%s", precision, backend_cuda_attention(),
-             strcmp(backend_cuda_bias_grad(), "epilogue") ? ".bgrad-kernel" : "");
+    snprintf(name, sizeof name, "gpu_train.%s.%s%s%s", precision, backend_cuda_attention(),
+             strcmp(backend_cuda_bias_grad(), "epilogue") ? ".bgrad-kernel" : "",
+             s.vit.gelu_approx ? ".gelu-tanh" : "");
     if (world > 1) snprintf(name + strlen(name), sizeof name - strlen(name), ".%dgpu", world);
     snprintf(notes, sizeof notes, "%s, ViT D=%d L=%d p=%d C=%d K=%d, batch %d per GPU, %d rank(s), grads over %s, "
              "median of %d", info.name, s.vit.dim, s.vit.depth, s.vit.patch, C, s.head.out_dim, B, world, gc->name,

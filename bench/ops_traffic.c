@@ -9,7 +9,8 @@
 #define OPS_TRAFFIC_LIST(X)                                                                      \
   X(UPLOAD, upload) X(DOWNLOAD, download) X(COPY, copy) X(ZERO, zero) X(ACT_FROM, act_from_f32) \
   X(ACT_TO, act_to_f32) X(LINEAR_FWD, linear_fwd) X(LINEAR_BWD, linear_bwd) X(MATMUL, matmul_f32) \
-  X(LINEAR_RES_FWD, linear_residual_fwd)                                                           \
+  X(LINEAR_RES_FWD, linear_residual_fwd) X(LINEAR_GELU_FWD, linear_gelu_fwd)                      \
+  X(GELU_LINEAR_BWD, gelu_linear_bwd)                                                              \
   X(PATCHIFY, patchify) X(TOKENS_FWD, tokens_fwd) X(TOKENS_BWD, tokens_bwd)                      \
   X(LN_FWD, layernorm_fwd) X(LN_BWD, layernorm_bwd) X(RES_LN_FWD, residual_layernorm_fwd)         \
   X(LN_RES_BWD, layernorm_residual_bwd) X(L2_FWD, l2norm_fwd) X(L2_BWD, l2norm_bwd)               \
@@ -92,6 +93,25 @@ static void t_linear_res_fwd(void *y, const void *r, const void *x, const float 
   charge(OP_LINEAR_RES_FWD, TRAFFIC_GEMM, A * (m * k + n * k + 2 * m * n + (b ? n : 0)), 2 * m * n * k);
   in->linear_residual_fwd(y, r, x, w, b, M, N, K);
 }
+/* linear_fwd's bytes and the GELU's input written alongside (inference: not at all) */
+static void t_linear_gelu_fwd(void *h, void *pre, const void *x, const float *w, const float *b, int M,
+                              int N, int K, int approx) {
+  const double m = M, n = N, k = K;
+  charge(OP_LINEAR_GELU_FWD, TRAFFIC_GEMM,
+         A * (m * k + n * k + m * n * (pre ? 2 : 1) + (b ? n : 0)), 2 * m * n * k);
+  in->linear_gelu_fwd(h, pre, x, w, b, M, N, K, approx);
+}
+/* linear_bwd's bytes and the GELU's input read: its derivative is applied in the GEMM */
+static void t_gelu_linear_bwd(void *dpre, float *dw, float *db, const void *dy, const void *h,
+                              const void *pre, const float *w, int M, int N, int K, int approx) {
+  const double m = M, n = N, k = K;
+  double bytes = A * m * n + A * (n * k + 2 * m * k), flops = 2 * m * n * k;
+  if (dw) bytes += A * m * k + 2 * F * n * k, flops += 2 * m * n * k;
+  if (db) bytes += 2 * F * n;
+  charge(OP_GELU_LINEAR_BWD, TRAFFIC_GEMM, bytes, flops);
+  in->gelu_linear_bwd(dpre, dw, db, dy, h, pre, w, M, N, K, approx);
+}
+static int t_gelu_in_gemm(int approx) { return in->gelu_in_gemm(approx); }
 static void t_linear_bwd(void *dx, float *dw, float *db, const void *dy, const void *x, const float *w,
                          int M, int N, int K) {
   const double m = M, n = N, k = K;
@@ -204,18 +224,19 @@ static void t_attn_bwd(void *dqkv, const void *dout, const void *out, const void
 }
 
 /* ---- elementwise ---- */
-static void t_gelu_fwd(void *y, const void *x, size_t n) {
+static void t_gelu_fwd(void *y, const void *x, size_t n, int approx) {
   charge(OP_GELU_FWD, TRAFFIC_OTHER, 2 * A * (double)n, 0);
-  in->gelu_fwd(y, x, n);
+  in->gelu_fwd(y, x, n, approx);
 }
-static void t_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
+static void t_gelu_bwd(void *dx, const void *dy, const void *x, size_t n, int approx) {
   charge(OP_GELU_BWD, TRAFFIC_OTHER, 3 * A * (double)n, 0);
-  in->gelu_bwd(dx, dy, x, n);
+  in->gelu_bwd(dx, dy, x, n, approx);
 }
 /* gelu_bwd's bytes and the bias gradient accumulated */
-static void t_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
+static void t_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols,
+                            int approx) {
   charge(OP_GELU_BWD_BIAS, TRAFFIC_OTHER, 3 * A * (double)rows * cols + 2 * F * cols, 0);
-  in->gelu_bwd_bias(dx, db, dy, x, rows, cols);
+  in->gelu_bwd_bias(dx, db, dy, x, rows, cols, approx);
 }
 static void t_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
   charge(OP_RES_FWD, TRAFFIC_OTHER, 3 * A * B * (double)rps * D + (s ? F * B : 0), 0);
@@ -284,6 +305,9 @@ const struct ops *ops_traffic_wrap(const struct ops *inner, size_t act_bytes) {
   w.linear_fwd = t_linear_fwd;
   w.linear_bwd = t_linear_bwd;
   w.linear_residual_fwd = inner->linear_residual_fwd ? t_linear_res_fwd : NULL;
+  w.gelu_in_gemm = inner->gelu_in_gemm ? t_gelu_in_gemm : NULL;
+  w.linear_gelu_fwd = inner->linear_gelu_fwd ? t_linear_gelu_fwd : NULL;
+  w.gelu_linear_bwd = inner->gelu_linear_bwd ? t_gelu_linear_bwd : NULL;
   w.matmul_f32 = t_matmul;
   w.patchify = t_patchify;
   w.tokens_fwd = t_tokens_fwd;

@@ -11,7 +11,8 @@ of gpu_train_bench.  The FLOP count and the MFU peak are those of gpu_train_benc
 The last lines are "RESULT key=value ..." for tests/gpu/run.sh and BENCH lines named
 torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 
-usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10] ...
+usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10]
+       [--gelu none|tanh] ...
 (--device cpu with a small model checks the script where there is no GPU; its numbers mean nothing.)
 """
 import argparse
@@ -23,6 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench_result import bench_result  # bench/bench_result.py, next to this script
+
+GELU = "none"  # nn.GELU's approximate= (--gelu; scdino's &model gelu_approximate)
 
 
 # Dense bf16 tensor-core peaks by CUDA device name (NVIDIA's datasheets; gpu_train_bench's table).
@@ -68,7 +71,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + drop_path(self.attention(self.norm1(x)), self.rate, self.training)
-        h = self.fc2(F.gelu(self.fc1(self.norm2(x))))
+        h = self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate=GELU))
         return x + drop_path(h, self.rate, self.training)
 
 
@@ -107,7 +110,7 @@ class Head(nn.Module):
         super().__init__()
         layers, d = [], dim
         for _ in range(nlayers - 1):
-            layers += [nn.Linear(d, hidden), nn.GELU()]
+            layers += [nn.Linear(d, hidden), nn.GELU(approximate=GELU)]
             d = hidden
         layers.append(nn.Linear(d, bottleneck))
         self.mlp = nn.Sequential(*layers)
@@ -172,7 +175,11 @@ def main():
     ap.add_argument("--out-dim", type=int, default=65536)
     ap.add_argument("--peak-tflops", type=float, default=0.0)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--gelu", choices=["none", "tanh"], default="none",
+                    help="GELU form (nn.GELU approximate=), as scdino's &model gelu_approximate")
     a = ap.parse_args()
+    global GELU
+    GELU = a.gelu
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
 
@@ -250,12 +257,13 @@ def main():
     print(f"{name}, torch {torch.__version__}: {a.mode}, batch {b}: median {ms:.1f} ms per step, "
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
     print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
-          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__}")
+          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu}")
     notes = f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, {flops / 1e9:.1f} GFLOP per step"
-    bench_result(f"torch_dino_step.{a.mode}", "step_time", ms, "ms", notes + f", median of {a.steps}")
-    bench_result(f"torch_dino_step.{a.mode}", "images_per_s", b / (ms * 1e-3), "images/s", notes)
-    bench_result(f"torch_dino_step.{a.mode}", "mfu", 100 * mfu, "%", f"against {peak / 1e12:.1f} TFLOP/s")
-    bench_result(f"torch_dino_step.{a.mode}", "peak_memory", mem, "MiB", "torch.cuda.max_memory_allocated")
+    bn = f"torch_dino_step.{a.mode}" + (".gelu-tanh" if a.gelu == "tanh" else "")
+    bench_result(bn, "step_time", ms, "ms", notes + f", median of {a.steps}")
+    bench_result(bn, "images_per_s", b / (ms * 1e-3), "images/s", notes)
+    bench_result(bn, "mfu", 100 * mfu, "%", f"against {peak / 1e12:.1f} TFLOP/s")
+    bench_result(bn, "peak_memory", mem, "MiB", "torch.cuda.max_memory_allocated")
 
 
 if __name__ == "__main__":

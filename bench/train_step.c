@@ -2,7 +2,7 @@
  *
  * usage: train_step [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-B batch] [-g global]
  *                   [-l local] [-n n_local] [-K out_dim] [-M head_hidden] [-b bottleneck]
- *                   [-s steps] [-t threads] [-G] [-a act_bytes] [-O]
+ *                   [-s steps] [-t threads] [-G] [-a act_bytes] [-O] [-A none|tanh]
  * One step = teacher forward, student forward (global + local crops), DINO loss, backward,
  * centre update, per-tensor clipping, AdamW, EMA: what the training loop runs per iteration.
  * -G: also replay every GEMM of one step (the shapes recorded from the Linear and matmul ops) as a
@@ -10,7 +10,8 @@
  * time over the time the step's GEMM ops took (bench/cpu_vs_torch.sh).
  * Every run also counts the bytes each op must move and the FLOPs of one step (bench/ops_traffic.h)
  * and prints them by op kind with the rates reached; -a charges activations as that many bytes per
- * element (2: what the GPU's bf16 step moves; default 4, this backend's fp32), -O lists every op. */
+ * element (2: what the GPU's bf16 step moves; default 4, this backend's fp32), -O lists every op.
+ * -A: the GELU form (&model gelu_approximate). */
 #include "build_config.h"
 
 #include <cblas.h>
@@ -111,11 +112,11 @@ static void gemm_efficiency(double gemm_s, int threads, const char *notes) {
 
 int main(int argc, char **argv) {
   struct dino_spec s = {0};
-  s.vit = (struct vit_dims){16, 5, 192, 12, 3, 768, 14, 0.1};
+  s.vit = (struct vit_dims){16, 5, 192, 12, 3, 768, 14, 0.1, 0};
   s.head = (struct head_dims){.hidden = 2048, .bottleneck = 256, .out_dim = 65536, .nlayers = 3,
                               .norm_last_layer = 1};
   int B = 8, G = 224, L = 96, nl = 8, steps = 3, threads = 0, gemm = 0, act_bytes = 0, per_op = 0, opt;
-  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:M:b:s:t:Ga:O")) != -1) {
+  while ((opt = getopt(argc, argv, "D:L:H:p:C:B:g:l:n:K:M:b:s:t:Ga:OA:")) != -1) {
     switch (opt) {
     case 'D': s.vit.dim = atoi(optarg); break;
     case 'L': s.vit.depth = atoi(optarg); break;
@@ -134,6 +135,13 @@ int main(int argc, char **argv) {
     case 't': threads = atoi(optarg); break;
     case 'a': act_bytes = atoi(optarg); break;
     case 'O': per_op = 1; break;
+    case 'A':
+      if (strcmp(optarg, "none") && strcmp(optarg, "tanh")) {
+        fprintf(stderr, "train_step: -A %s: expected none or tanh\n", optarg);
+        return 2;
+      }
+      s.vit.gelu_approx = s.head.gelu_approx = !strcmp(optarg, "tanh");
+      break;
     default: fprintf(stderr, "see the header of bench/train_step.c for the options\n"); return 2;
     }
   }

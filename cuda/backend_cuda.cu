@@ -100,60 +100,6 @@ template <typename T> static const T *gemm_weights(const float *w, size_t n, int
   }
 }
 
-/* ---- per-kind timers (CUDA events) -------------------------------------------------------------- */
-
-enum { P_GEMM, P_ATTN, P_OTHER };
-struct prof_pair {
-  cudaEvent_t a, b;
-  int kind;
-};
-#define PROF_POOL 4096
-static struct prof_pair *prof_pool;
-static int prof_used, prof_on;
-static double prof_acc[3];
-static long prof_calls;
-
-static void prof_flush(void) {
-  if (!prof_used) return;
-  CHECK_CUDA(cudaEventSynchronize(prof_pool[prof_used - 1].b));
-  for (int i = 0; i < prof_used; i++) {
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, prof_pool[i].a, prof_pool[i].b));
-    prof_acc[prof_pool[i].kind] += ms * 1e-3;
-  }
-  prof_used = 0;
-}
-
-static int prof_begin(int kind) {
-  prof_calls++;
-  if (!prof_on) return -1;
-  if (!prof_pool) {
-    prof_pool = (struct prof_pair *)xcalloc(PROF_POOL, sizeof *prof_pool);
-    for (int i = 0; i < PROF_POOL; i++) {
-      CHECK_CUDA(cudaEventCreate(&prof_pool[i].a));
-      CHECK_CUDA(cudaEventCreate(&prof_pool[i].b));
-    }
-  }
-  if (prof_used == PROF_POOL) prof_flush();
-  prof_pool[prof_used].kind = kind;
-  CHECK_CUDA(cudaEventRecord(prof_pool[prof_used].a, cu.stream));
-  return prof_used;
-}
-
-static void prof_end(int i) {
-  if (i < 0) return;
-  CHECK_CUDA(cudaEventRecord(prof_pool[i].b, cu.stream));
-  prof_used = i + 1;
-}
-
-/* PROF(kind, statements...): the statements timed as one op of that kind. */
-#define PROF(kind, ...)               \
-  do {                                \
-    const int pi_ = prof_begin(kind); \
-    __VA_ARGS__;                      \
-    prof_end(pi_);                    \
-  } while (0)
-
 /* ---- initialisation ----------------------------------------------------------------------------- */
 
 __global__ void probe_kernel(int *x) {
@@ -220,6 +166,8 @@ static int cu_init(void) {
   if (impl && *impl) backend_cuda_set_attention(impl);
   const char *bg = getenv("SCDINO_CUDA_BGRAD");
   if (bg && *bg) backend_cuda_set_bias_grad(bg);
+  const char *ge = getenv("SCDINO_CUDA_GELU");
+  if (ge && *ge) backend_cuda_set_gelu(ge);
   CHECK_CUDA(cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking));
   lt_init();
   cu.ready = 1;
@@ -291,19 +239,7 @@ static void o_params_changed_bf16(const float *params, size_t n) {
   if (params && n) cu_shadow_register(params, n);
 }
 static void o_set_threads(int n) { (void)n; /* host work of this backend is one thread */ }
-static void o_profile(struct ops_profile *p, int reset) {
-  prof_flush();
-  if (p) {
-    p->gemm_s = prof_acc[P_GEMM];
-    p->attn_s = prof_acc[P_ATTN];
-    p->other_s = prof_acc[P_OTHER];
-    p->calls = prof_calls;
-  }
-  if (reset) {
-    memset(prof_acc, 0, sizeof prof_acc);
-    prof_calls = 0;
-  }
-}
+static void o_profile(struct ops_profile *p, int reset) { prof_read(p, reset); }
 
 /* ---- ops: dense layers -------------------------------------------------------------------------- */
 
@@ -571,15 +507,62 @@ static void o_attn_bwd(void *dqkv, const void *dout, const void *out, const void
   PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
                              (const float *)state, B, N, H, hd, scale));
 }
-template <typename T> static void o_gelu_fwd(void *y, const void *x, size_t n) {
-  if (n) PROF(P_OTHER, k_gelu_fwd<T>((T *)y, (const T *)x, n));
-}
-template <typename T> static void o_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
-  if (n) PROF(P_OTHER, k_gelu_bwd<T>((T *)dx, (const T *)dy, (const T *)x, n));
+template <typename T> static void o_gelu_fwd(void *y, const void *x, size_t n, int approx) {
+  if (n) PROF(P_OTHER, k_gelu_fwd<T>((T *)y, (const T *)x, n, approx));
 }
 template <typename T>
-static void o_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
-  PROF(P_OTHER, k_gelu_bwd_bias<T>((T *)dx, db, (const T *)dy, (const T *)x, rows, cols));
+static void o_gelu_bwd(void *dx, const void *dy, const void *x, size_t n, int approx) {
+  if (n) PROF(P_OTHER, k_gelu_bwd<T>((T *)dx, (const T *)dy, (const T *)x, n, approx));
+}
+template <typename T>
+static void o_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols,
+                            int approx) {
+  PROF(P_OTHER, k_gelu_bwd_bias<T>((T *)dx, db, (const T *)dy, (const T *)x, rows, cols, approx));
+}
+
+/* GELU in the GEMM (cuda/gelu_gemm.cu), bf16 only: where the library computes this GELU and has an
+ * algorithm for the shape; otherwise the GEMM and the GELU kernel. */
+template <typename T> static int o_gelu_in_gemm(int approx) {
+  return cu_gelu_in_gemm(approx, sizeof(T) == 2);
+}
+template <typename T>
+static void o_linear_gelu_fwd(void *h, void *pre, const void *x, const float *w, const float *b,
+                              int M, int N, int K, int approx) {
+  if (M <= 0 || N <= 0) return;
+  int done = 0;
+  if (K > 0 && o_gelu_in_gemm<T>(approx))
+    PROF(P_GEMM, {
+      const T *wq = gemm_weights<T>(w, (size_t)N * K, SLOT_WCONV_A);
+      const T *bq = b ? gemm_weights<T>(b, (size_t)N, SLOT_WCONV_B) : NULL;
+      /* column-major: h^T [N x M] = gelu((w [K x N])^T x^T [K x M] + b), pre^T alongside */
+      done = lt_matmul_gelu(1, 0, N, M, K, wq, cu_dtype<T>::value, K, x, cu_dtype<T>::value, K, h,
+                            cu_dtype<T>::value, N, bq, pre);
+    });
+  if (done) {
+    cu_gelu_count();
+    return;
+  }
+  void *y = pre ? pre : h;
+  o_linear_fwd<T>(y, x, w, b, M, N, K);
+  o_gelu_fwd<T>(h, y, (size_t)M * N, approx);
+}
+template <typename T>
+static void o_gelu_linear_bwd(void *dpre, float *dw, float *db, const void *dy, const void *h,
+                              const void *pre, const float *w, int M, int N, int K, int approx) {
+  if (M <= 0 || K <= 0) return;
+  int done = 0;
+  if (N > 0 && o_gelu_in_gemm<T>(approx))
+    PROF(P_GEMM, {
+      const T *wq = gemm_weights<T>(w, (size_t)N * K, SLOT_WCONV_A);
+      /* dpre^T [K x M] = (w^T [K x N] dy^T [N x M]) * gelu'(pre^T) */
+      done = lt_matmul_dgelu(0, 0, K, M, N, wq, cu_dtype<T>::value, K, dy, cu_dtype<T>::value, N,
+                             dpre, cu_dtype<T>::value, K, pre);
+    });
+  o_linear_bwd<T>(done ? NULL : dpre, dw, db, dy, h, w, M, N, K);
+  if (done)
+    cu_gelu_count();
+  else
+    o_gelu_bwd<T>(dpre, dpre, pre, (size_t)M * K, approx);
 }
 template <typename T>
 static void o_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
@@ -676,6 +659,11 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->gelu_fwd = o_gelu_fwd<T>;
   o->gelu_bwd = o_gelu_bwd<T>;
   o->gelu_bwd_bias = o_gelu_bwd_bias<T>;
+  if (sizeof(T) == 2) { /* fp32 runs the reference kernels, to compare with the CPU closely */
+    o->gelu_in_gemm = o_gelu_in_gemm<T>;
+    o->linear_gelu_fwd = o_linear_gelu_fwd<T>;
+    o->gelu_linear_bwd = o_gelu_linear_bwd<T>;
+  }
   o->residual_fwd = o_res_fwd<T>;
   o->residual_bwd = o_res_bwd<T>;
   o->dino_loss = o_dino_loss<T>;
@@ -768,6 +756,5 @@ extern "C" const char *backend_cuda_cudnn_attention_why_not(void) {
 extern "C" void backend_cuda_cudnn_attention_runs(long *fwd, long *bwd) { k_attn_cudnn_runs(fwd, bwd); }
 
 extern "C" void backend_cuda_set_profiling(int on) {
-  if (!on && prof_on) prof_flush();
-  prof_on = on != 0;
+  prof_set(on);
 }

@@ -66,6 +66,16 @@ const char *backend_cuda_attention(void);
 void backend_cuda_set_bias_grad(const char *how);
 const char *backend_cuda_bias_grad(void);
 long backend_cuda_bias_grad_fused(void);
+/* GELU inside the GEMMs (cuBLASLt's GELU epilogues, cuda/gelu_gemm.cu): "epilogue" (default: where
+ * the library computes the model's GELU, see backend_cuda_gelu_library) or "kernel" (always a
+ * kernel of its own); also read from SCDINO_CUDA_GELU at start-up.  backend_cuda_gelu_library: the
+ * GELU cuBLASLt's epilogue computes for fp32 (bf16 = 0) or bf16 activations, found by a probe:
+ * "none" (exact), "tanh", "neither", "declined" (no algorithm) or "unprobed" (no GPU context).
+ * backend_cuda_gelu_fused: how many GEMMs have run a GELU epilogue. */
+void backend_cuda_set_gelu(const char *how);
+const char *backend_cuda_gelu(void);
+const char *backend_cuda_gelu_library(int bf16);
+long backend_cuda_gelu_fused(void);
 /* Why cuDNN's fused attention cannot run on this build and GPU ("" when it can), and how many
  * forward and backward calls it has run so far (the rest went to the flash kernel). */
 const char *backend_cuda_cudnn_attention_why_not(void);

@@ -29,6 +29,21 @@ struct cu_ctx {
 };
 extern struct cu_ctx cu;
 
+/* op_timers.cu: per-kind op timing.  PROF(kind, statements...) times the statements as one op of
+ * that kind when profiling is on (prof_set), and counts the call either way; prof_read fills an
+ * ops_profile (waiting for the recorded events) and optionally zeroes the sums. */
+enum { P_GEMM, P_ATTN, P_OTHER };
+int prof_begin(int kind);
+void prof_end(int i);
+void prof_read(struct ops_profile *p, int reset);
+void prof_set(int on);
+#define PROF(kind, ...)               \
+  do {                                \
+    const int pi_ = prof_begin(kind); \
+    __VA_ARGS__;                      \
+    prof_end(pi_);                    \
+  } while (0)
+
 /* Device memory counted in the backend's in-use and peak figures; allocation failure ends the job
  * with the sizes involved. */
 void *cu_dev_alloc(size_t bytes, const char *what);
@@ -161,17 +176,37 @@ void lt_matmul_add(int transa, int transb, int m, int n, int k, const void *A, c
 int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                      int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
                      int ldd, float beta, void *bgrad, int *first);
+/* D = gelu(op(A) op(B) + bias) by the GELU epilogue (bias may be NULL), pre (NULL: not kept) =
+ * the GELU's input, with D's type and leading dimension; the library's GELU, whichever it is
+ * (gelu_gemm.cu probes it).  Returns 0 without running anything where cuBLASLt has no algorithm
+ * with the epilogue for the shape (or bias, pre or ldd lack the alignment it needs). */
+int lt_matmul_gelu(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                   int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                   int ldd, const void *bias, void *pre);
+/* D = (op(A) op(B)) * gelu'(pre) by the DGELU epilogue, pre with D's type and leading dimension;
+ * returns 0 without running anything as lt_matmul_gelu. */
+int lt_matmul_dgelu(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                    int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                    int ldd, const void *pre);
 /* Drops the cached plans (after the stream's queued work): the next GEMMs plan afresh. */
 void lt_forget(void);
+
+/* gelu_gemm.cu: whether GELU with this approx (ops.h) runs in the GEMMs' epilogues for the
+ * activation type (bf16 != 0: bf16, else fp32): SCDINO_CUDA_GELU allows it and the probe found that
+ * cuBLASLt computes this GELU (probed at the first call, which waits for the GPU).  cu_gelu_count:
+ * one GEMM ran its GELU epilogue. */
+int cu_gelu_in_gemm(int approx, int bf16);
+void cu_gelu_count(void);
 
 /* elementwise.cu */
 template <typename T> void k_convert_from_f32(T *dst, const float *src, size_t n);
 template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n);
 void k_f32_to_bf16(bf16 *dst, const float *src, size_t n);
-template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n);
-template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n);
+/* GELU: approx 0 exact (erf), 1 tanh approximation (ops.h) */
+template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n, int approx);
+template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n, int approx);
 template <typename T>
-void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols);
+void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols, int approx);
 template <typename T>
 void k_residual_fwd(T *y, const T *x, const T *f, const float *s, int B, int rps, int D);
 template <typename T> void k_residual_bwd(T *df, const T *dy, const float *s, int B, int rps, int D);

@@ -35,14 +35,25 @@ template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n) 
 }
 void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) { k_convert_from_f32<bf16>(dst, src, n); }
 
-/* ---- GELU (exact, erf form) --------------------------------------------------------------------- */
+/* ---- GELU: exact (erf form, A = 0) or the tanh approximation (A = 1) ----------------------------- */
 
 #define INV_SQRT2 0.70710678118654752440f
 #define INV_SQRT_2PI 0.39894228040143267794f
+#define SQRT_2_OVER_PI 0.79788456080286535588f
+#define GELU_TANH_A 0.044715f
 
-__device__ __forceinline__ float gelu_of(float v) { return v * 0.5f * (1.0f + erff(v * INV_SQRT2)); }
-/* gelu'(x) = Phi(x) + x phi(x) */
-__device__ __forceinline__ float gelu_grad(float v) {
+template <int A> __device__ __forceinline__ float gelu_of(float v) {
+  if (A) return 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + GELU_TANH_A * v * v * v)));
+  return v * 0.5f * (1.0f + erff(v * INV_SQRT2));
+}
+/* exact: gelu'(x) = Phi(x) + x phi(x); tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) u'(x),
+ * t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+template <int A> __device__ __forceinline__ float gelu_grad(float v) {
+  if (A) {
+    const float t = tanhf(SQRT_2_OVER_PI * (v + GELU_TANH_A * v * v * v));
+    const float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_A * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  }
   const float cdf = 0.5f * (1.0f + erff(v * INV_SQRT2));
   const float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
   return cdf + v * pdf;
@@ -57,21 +68,22 @@ static bool aligned16(const void *a, const void *b, const void *c) {
 }
 
 /* nv vectors from element 0, then elements nv*V .. n-1 one at a time (nv = 0: all of them). */
-template <typename T> __global__ void gelu_fwd_kernel(T *y, const T *x, size_t n, size_t nv) {
+template <typename T, int A>
+__global__ void gelu_fwd_kernel(T *y, const T *x, size_t n, size_t nv) {
   const int V = vec16<T>::N;
   GRID_STRIDE(i, nv) {
     float v[V];
     ld_vec(v, x + i * V);
 #pragma unroll
-    for (int k = 0; k < V; k++) v[k] = gelu_of(v[k]);
+    for (int k = 0; k < V; k++) v[k] = gelu_of<A>(v[k]);
     st_vec(y + i * V, v);
   }
   GRID_STRIDE(i, n - nv * V) {
     const size_t j = nv * V + i;
-    stf(&y[j], gelu_of(ldf(&x[j])));
+    stf(&y[j], gelu_of<A>(ldf(&x[j])));
   }
 }
-template <typename T>
+template <typename T, int A>
 __global__ void gelu_bwd_kernel(T *dx, const T *dy, const T *x, size_t n, size_t nv) {
   const int V = vec16<T>::N;
   GRID_STRIDE(i, nv) {
@@ -79,29 +91,36 @@ __global__ void gelu_bwd_kernel(T *dx, const T *dy, const T *x, size_t n, size_t
     ld_vec(v, x + i * V);
     ld_vec(d, dy + i * V);
 #pragma unroll
-    for (int k = 0; k < V; k++) d[k] *= gelu_grad(v[k]);
+    for (int k = 0; k < V; k++) d[k] *= gelu_grad<A>(v[k]);
     st_vec(dx + i * V, d);
   }
   GRID_STRIDE(i, n - nv * V) {
     const size_t j = nv * V + i;
-    stf(&dx[j], ldf(&dy[j]) * gelu_grad(ldf(&x[j])));
+    stf(&dx[j], ldf(&dy[j]) * gelu_grad<A>(ldf(&x[j])));
   }
 }
-template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n) {
+template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n, int approx) {
   const size_t nv = aligned16(y, x, x) ? n / vec16<T>::N : 0;
-  gelu_fwd_kernel<T><<<cu_blocks(nv ? nv : n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(y, x, n, nv);
+  const unsigned nb = cu_blocks(nv ? nv : n, EW_THREADS);
+  if (approx)
+    gelu_fwd_kernel<T, 1><<<nb, EW_THREADS, 0, cu.stream>>>(y, x, n, nv);
+  else
+    gelu_fwd_kernel<T, 0><<<nb, EW_THREADS, 0, cu.stream>>>(y, x, n, nv);
   CHECK_LAUNCH();
 }
-template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n) {
+template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n, int approx) {
   const size_t nv = aligned16(dx, dy, x) ? n / vec16<T>::N : 0;
-  gelu_bwd_kernel<T><<<cu_blocks(nv ? nv : n, EW_THREADS), EW_THREADS, 0, cu.stream>>>(dx, dy, x, n,
-                                                                                      nv);
+  const unsigned nb = cu_blocks(nv ? nv : n, EW_THREADS);
+  if (approx)
+    gelu_bwd_kernel<T, 1><<<nb, EW_THREADS, 0, cu.stream>>>(dx, dy, x, n, nv);
+  else
+    gelu_bwd_kernel<T, 0><<<nb, EW_THREADS, 0, cu.stream>>>(dx, dy, x, n, nv);
   CHECK_LAUNCH();
 }
 
 /* GELU's backward for 16-byte vectors of a row, and the stored values for the column sums: k_colsum
  * reading dx after k_gelu_bwd, in the same order, without reading dx back. */
-template <typename T> struct gelu_bwd_vec {
+template <typename T, int A> struct gelu_bwd_vec {
   T *dx;
   const T *dy, *x;
   int cols;
@@ -112,7 +131,7 @@ template <typename T> struct gelu_bwd_vec {
     ld_vec(v, dy + o);
     ld_vec(xv, x + o);
 #pragma unroll
-    for (int k = 0; k < V; k++) v[k] *= gelu_grad(xv[k]);
+    for (int k = 0; k < V; k++) v[k] *= gelu_grad<A>(xv[k]);
     st_vec(dx + o, v);
 #pragma unroll
     for (int k = 0; k < V; k++) v[k] = rounded<T>(v[k]);
@@ -120,14 +139,17 @@ template <typename T> struct gelu_bwd_vec {
 };
 
 template <typename T>
-void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols) {
+void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int cols, int approx) {
   const int V = vec16<T>::N;
   if (cols % V || !aligned16(dx, dy, x)) {
-    if (rows > 0 && cols > 0) k_gelu_bwd<T>(dx, dy, x, (size_t)rows * cols);
+    if (rows > 0 && cols > 0) k_gelu_bwd<T>(dx, dy, x, (size_t)rows * cols, approx);
     k_colsum<T>(db, dx, rows, cols, (size_t)cols, 1);
     return;
   }
-  colsum_vec_run<V>(db, gelu_bwd_vec<T>{dx, dy, x, cols}, rows, cols, 1);
+  if (approx)
+    colsum_vec_run<V>(db, gelu_bwd_vec<T, 1>{dx, dy, x, cols}, rows, cols, 1);
+  else
+    colsum_vec_run<V>(db, gelu_bwd_vec<T, 0>{dx, dy, x, cols}, rows, cols, 1);
 }
 
 /* ---- residual with stochastic depth ------------------------------------------------------------- */
@@ -276,10 +298,10 @@ void k_add_f32(float *dst, const float *src, size_t n) {
 #define INSTANTIATE(T)                                                                            \
   template void k_convert_from_f32<T>(T *, const float *, size_t);                                \
   template void k_convert_to_f32<T>(float *, const T *, size_t);                                  \
-  template void k_gelu_fwd<T>(T *, const T *, size_t);                                            \
-  template void k_gelu_bwd<T>(T *, const T *, const T *, size_t);                                 \
+  template void k_gelu_fwd<T>(T *, const T *, size_t, int);                                       \
+  template void k_gelu_bwd<T>(T *, const T *, const T *, size_t, int);                            \
   template void k_residual_fwd<T>(T *, const T *, const T *, const float *, int, int, int);       \
-  template void k_gelu_bwd_bias<T>(T *, float *, const T *, const T *, int, int);                \
+  template void k_gelu_bwd_bias<T>(T *, float *, const T *, const T *, int, int, int);           \
   template void k_residual_bwd<T>(T *, const T *, const float *, int, int, int);                  \
   template void k_patchify<T>(T *, const float *, int, int, int, int, int);                       \
   template void k_tokens_fwd<T>(T *, const T *, const float *, const float *, int, int, int);      \

@@ -2,7 +2,9 @@
  *
  * bf16 (or fp32) operands, fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for bf16, plain fp32
  * without TF32 for fp32), output bf16 or fp32, the Linear bias fused as the BIAS epilogue, and the
- * bias gradient summed by the weight gradient's GEMM as the BGRADB epilogue.  A plan (descriptors
+ * bias gradient summed by the weight gradient's GEMM as the BGRADB epilogue, and GELU (forward with
+ * its input kept as the aux matrix, and its derivative) where the library's GELU is the model's
+ * (gelu_gemm.cu decides that once, by a probe).  A plan (descriptors
  * and the algorithm cuBLASLt's heuristic picked) is built once per shape, types, epilogue and
  * operand alignment, then reused: the heuristic query costs more than a small GEMM.  When no
  * algorithm supports the epilogue for a shape, the plan runs the GEMM without it: the bias is then
@@ -29,10 +31,24 @@ struct lt_key {
   int transa, transb, m, n, k, lda, ldb, ldd;
   int at, bt, dt;
   int epi, accumulate; /* epi: the epilogue asked for, LT_* */
-  unsigned align[4]; /* A, B, D, bias: largest power of two <= 256 dividing the address */
+  int auxld;           /* GELU epilogues: the aux matrix's leading dimension */
+  unsigned align[5]; /* A, B, D, bias, aux: largest power of two <= 256 dividing the address */
 };
 
-enum { LT_NONE, LT_BIAS, LT_BGRADB };
+/* LT_GELU: GELU (after the bias when there is one), LT_GELU_AUX: the same, the GELU's input also
+ * stored in aux; LT_DGELU: the product times GELU's derivative at aux. */
+enum { LT_NONE, LT_BIAS, LT_BGRADB, LT_GELU, LT_GELU_AUX, LT_DGELU };
+
+static cublasLtEpilogue_t lt_epilogue(int epi, int bias) {
+  switch (epi) {
+  case LT_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+  case LT_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
+  case LT_GELU: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  case LT_GELU_AUX: return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  case LT_DGELU: return CUBLASLT_EPILOGUE_DGELU;
+  default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
 
 struct lt_plan {
   struct lt_key key;
@@ -69,7 +85,7 @@ template <typename T> __global__ void bias_kernel(T *y, const T *b, int m, int n
   }
 }
 
-static int build(struct lt_plan *p, const void *bias, int epi) {
+static int build(struct lt_plan *p, const void *bias, const void *aux, int epi) {
   const struct lt_key *k = &p->key;
   CHECK_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -77,11 +93,19 @@ static int build(struct lt_plan *p, const void *bias, int epi) {
   CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   if (epi != LT_NONE) {
-    const cublasLtEpilogue_t e = epi == LT_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const cublasLtEpilogue_t e = lt_epilogue(epi, bias != NULL);
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-    /* set now so the heuristic sees a real pointer; lt_matmul sets each call's before running */
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof bias));
+    /* set now so the heuristic sees real pointers; lt_run sets each call's before running */
+    if (bias)
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                  sizeof bias));
+    if (aux) {
+      const int64_t ld = k->auxld;
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &aux, sizeof aux));
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                  sizeof ld));
+    }
   }
   CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)k->at, k->transa ? k->k : k->m,
                                           k->transa ? k->m : k->k, k->lda));
@@ -129,13 +153,13 @@ static int build(struct lt_plan *p, const void *bias, int epi) {
   return 0;
 }
 
-static struct lt_plan *plan_for(const struct lt_key *key, const void *bias) {
+static struct lt_plan *plan_for(const struct lt_key *key, const void *bias, const void *aux) {
   for (auto &p : *plans)
     if (!memcmp(&p.key, key, sizeof *key)) return &p;
   struct lt_plan p;
   memset(&p, 0, sizeof p);
   p.key = *key;
-  if (!(key->epi != LT_NONE && build(&p, bias, key->epi)) && !build(&p, NULL, LT_NONE))
+  if (!(key->epi != LT_NONE && build(&p, bias, aux, key->epi)) && !build(&p, NULL, NULL, LT_NONE))
     SCD_FAIL("cuBLASLt has no algorithm for the GEMM m=%d n=%d k=%d (trans %d%d, lda %d ldb %d "
              "ldd %d, types %d %d %d, alignment %u %u %u)",
              key->m, key->n, key->k, key->transa, key->transb, key->lda, key->ldb, key->ldd,
@@ -145,6 +169,13 @@ static struct lt_plan *plan_for(const struct lt_key *key, const void *bias) {
     (said++ ? log_detail : log_info)("cuBLASLt has no bias-gradient epilogue (BGRADB) for the weight "
                                      "gradient m=%d n=%d k=%d; a column-sum kernel sums that bias "
                                      "gradient", key->m, key->n, key->k);
+  }
+  if ((key->epi == LT_GELU || key->epi == LT_GELU_AUX || key->epi == LT_DGELU) && p.epi != key->epi) {
+    static int said;
+    (said++ ? log_detail : log_info)("cuBLASLt has no %s epilogue for the GEMM m=%d n=%d k=%d; GELU "
+                                     "runs as a kernel of its own there",
+                                     key->epi == LT_DGELU ? "GELU-derivative" : "GELU", key->m,
+                                     key->n, key->k);
   }
   plans->push_back(p);
   return &plans->back();
@@ -161,12 +192,14 @@ void lt_forget(void) {
   plans->clear();
 }
 
-/* D = op(A) op(B) + beta C with the epilogue epi on ptr (the bias, or the bias-gradient output), C
- * (NULL: D) of D's type and layout; returns the epilogue the plan ran; *first (when not NULL) says
- * whether the plan ran for the first time. */
+/* D = op(A) op(B) + beta C with the epilogue epi on ptr (the bias, or the bias-gradient output) and
+ * aux (GELU epilogues: leading dimension auxld), C (NULL: D) of D's type and layout; returns the
+ * epilogue the plan ran; *first (when not NULL) says whether the plan ran for the first time.
+ * strict: where the plan has no algorithm with epi, nothing runs (returns LT_NONE). */
 static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
                   int lda, const void *B, cudaDataType_t bt, int ldb, const void *C, void *D,
-                  cudaDataType_t dt, int ldd, float beta, int epi, const void *ptr, int *first) {
+                  cudaDataType_t dt, int ldd, float beta, int epi, const void *ptr, int *first,
+                  const void *aux = NULL, int auxld = 0, int strict = 0) {
   if (!C) C = D;
   struct lt_key key;
   memset(&key, 0, sizeof key);
@@ -187,10 +220,16 @@ static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cu
   key.align[1] = align_of(B);
   key.align[2] = align_of(D) < align_of(C) ? align_of(D) : align_of(C); /* one preference for both */
   key.align[3] = ptr ? align_of(ptr) : 0;
-  struct lt_plan *p = plan_for(&key, ptr);
-  if (p->epi != LT_NONE)
+  key.align[4] = aux ? align_of(aux) : 0;
+  key.auxld = auxld;
+  struct lt_plan *p = plan_for(&key, ptr, aux);
+  if (strict && p->epi != epi) return LT_NONE;
+  if (p->epi != LT_NONE && ptr)
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr,
                                                 sizeof ptr));
+  if (p->epi != LT_NONE && aux)
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                &aux, sizeof aux));
   const float alpha = 1.0f; /* 1 with BGRADB too: whether alpha would scale its sums is not said */
   CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->ld, D, p->ld,
                               &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
@@ -259,4 +298,23 @@ int lt_matmul_bgradb(int transa, int transb, int m, int n, int k, const void *A,
   }
   return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, NULL, D, dt, ldd, beta, LT_BGRADB,
                 bgrad, first) == LT_BGRADB;
+}
+
+int lt_matmul_gelu(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                   int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                   int ldd, const void *bias, void *pre) {
+  SCD_ASSERT(m > 0 && n > 0 && k > 0);
+  /* the bias epilogues take a 16-byte aligned bias only (lt_gemm); aux as the header requires */
+  if ((bias && align_of(bias) < 16) || (pre && align_of(pre) < 16) || ldd % 8) return 0;
+  return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, NULL, D, dt, ldd, 0.0f,
+                pre ? LT_GELU_AUX : LT_GELU, bias, NULL, pre, ldd, 1) != LT_NONE;
+}
+
+int lt_matmul_dgelu(int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at,
+                    int lda, const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt,
+                    int ldd, const void *pre) {
+  SCD_ASSERT(m > 0 && n > 0 && k > 0);
+  if (align_of(pre) < 16 || ldd % 8) return 0;
+  return lt_run(transa, transb, m, n, k, A, at, lda, B, bt, ldb, NULL, D, dt, ldd, 0.0f, LT_DGELU,
+                NULL, NULL, pre, ldd, 1) != LT_NONE;
 }

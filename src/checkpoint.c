@@ -154,6 +154,7 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
   attr_i64(fid, "mlp_hidden", s->vit.mlp_hidden);
   attr_i64(fid, "pos_grid", s->vit.pos_grid);
   attr_f64(fid, "drop_path_rate", s->vit.drop_path_rate);
+  attr_str(fid, "gelu_approximate", s->vit.gelu_approx ? "tanh" : "none");
   attr_i64(fid, "out_dim", s->head.out_dim);
   attr_i64(fid, "head_hidden_dim", s->head.hidden);
   attr_i64(fid, "head_bottleneck_dim", s->head.bottleneck);

@@ -15,7 +15,8 @@
  *   iteration (next iteration inside that epoch; 0 at an epoch boundary), global_step,
  *   niter_per_epoch, epochs, world_size, batch_size_per_rank, the model hyperparameters (arch,
  *   patch_size, in_chans, embed_dim, depth, num_heads, mlp_hidden, pos_grid, drop_path_rate,
- *   out_dim, head_hidden_dim, head_bottleneck_dim, head_nlayers, norm_last_layer), channels (the
+ *   gelu_approximate ("none" or "tanh"; absent from older files: "none"), out_dim,
+ *   head_hidden_dim, head_bottleneck_dim, head_nlayers, norm_last_layer), channels (the
  *   selected source channels), crop sizes, seed, scdino_version, deck (the echoed input deck),
  *   training_complete (1 when epoch >= epochs) and stopped_by (why the run that wrote it
  *   stopped early: "max_steps", "SIGTERM", "SIGUSR1", "SIGINT"; "" otherwise).

@@ -144,6 +144,12 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   info->has_head = ok && okh;
   attr_f64(fid, path, "drop_path_rate", &v->drop_path_rate);
   attr_str(fid, path, "arch", info->arch, sizeof info->arch);
+  /* Files written before the key existed (and imports of upstream weights) used the exact GELU. */
+  char gelu[16] = "none";
+  attr_str(fid, path, "gelu_approximate", gelu, sizeof gelu);
+  if (strcmp(gelu, "none") && strcmp(gelu, "tanh"))
+    bad(path, "attribute 'gelu_approximate' is '%s' (expected 'none' or 'tanh')", gelu);
+  v->gelu_approx = h->gelu_approx = !strcmp(gelu, "tanh");
 
   hssize_t n;
   hid_t a = attr_open(fid, path, "channels", H5T_INTEGER, &n);
@@ -198,6 +204,13 @@ static int spec_diff(const struct ckpt_info *info, const struct dino_spec *s, in
                      size_t n) {
   if (!info->has_spec) return 0;
   const struct dino_spec *f = &info->spec;
+  /* The same weights compute a different function under the other GELU. */
+  if (f->vit.gelu_approx != s->vit.gelu_approx) {
+    snprintf(buf, n, "key 'gelu_approximate' is '%s' in the checkpoint but '%s' for this deck "
+             "(&model gelu_approximate)", f->vit.gelu_approx ? "tanh" : "none",
+             s->vit.gelu_approx ? "tanh" : "none");
+    return 1;
+  }
   const struct {
     const char *key, *deck;
     int file, mine;

@@ -79,7 +79,7 @@ void head_forward(const struct head *h, const struct ops *ops, const float *P, s
   for (int l = 0; l < h->nlin; l++) {
     ops->linear_fwd(p->pre[l], x, P + h->w[l], P + h->b[l], R, h->nout[l], h->nin[l]);
     if (l < h->nlin - 1) {
-      ops->gelu_fwd(p->post[l], p->pre[l], (size_t)R * h->nout[l]);
+      ops->gelu_fwd(p->post[l], p->pre[l], (size_t)R * h->nout[l], h->d.gelu_approx);
       x = p->post[l];
     }
   }
@@ -102,7 +102,7 @@ void head_backward(const struct head *h, const struct ops *ops, const float *P, 
     const void *x = l ? p->post[l - 1] : p->in;
     void *dx = l ? p->dbuf[l & 1] : p->din;
     ops->linear_bwd(dx, G + h->w[l], G + h->b[l], dy, x, P + h->w[l], R, h->nout[l], h->nin[l]);
-    if (l) ops->gelu_bwd(dx, dx, p->pre[l - 1], (size_t)R * h->nin[l]);
+    if (l) ops->gelu_bwd(dx, dx, p->pre[l - 1], (size_t)R * h->nin[l], h->d.gelu_approx);
     dy = dx;
   }
 }

@@ -18,6 +18,7 @@
 struct head_dims {
   int in_dim, hidden, bottleneck, out_dim, nlayers;
   int norm_last_layer;
+  int gelu_approx; /* the MLP's GELU: 0 exact (erf), 1 tanh approximation (ops.h) */
 };
 
 struct head {

@@ -23,6 +23,7 @@ void model_config_spec(struct dino_spec *s, const struct config *cfg, int in_cha
   if (s->vit.pos_grid < 1)
     scd_fatal(SCD_EXIT_INPUT, "&model: patch_size = %d is larger than %d", p, MODEL_POS_IMG_SIZE);
   s->vit.drop_path_rate = cfg->model.drop_path_rate;
+  s->vit.gelu_approx = !strcmp(cfg->model.gelu_approximate, "tanh");
   vit_check_dims(&s->vit);
   s->head.in_dim = s->vit.dim;
   s->head.hidden = (int)cfg->model.head_hidden_dim;
@@ -30,4 +31,5 @@ void model_config_spec(struct dino_spec *s, const struct config *cfg, int in_cha
   s->head.out_dim = (int)cfg->model.out_dim;
   s->head.nlayers = (int)cfg->model.head_nlayers;
   s->head.norm_last_layer = cfg->model.norm_last_layer;
+  s->head.gelu_approx = s->vit.gelu_approx;
 }

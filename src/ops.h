@@ -82,6 +82,20 @@ struct ops {
    * branches without drop path (the teacher, the student's block 0). */
   void (*linear_residual_fwd)(void *y, const void *r, const void *x, const float *w, const float *b,
                               int M, int N, int K);
+  /* Optional (NULL: never): whether linear_gelu_fwd and gelu_linear_bwd below compute this GELU
+   * inside the GEMM; the model calls them only then (else the op pairs they stand for). */
+  int (*gelu_in_gemm)(int approx);
+  /* h[M,N] = gelu(x[M,K] w[N,K]^T + b[N]) and pre[M,N] = the GELU's input (NULL: not stored, in
+   * inference).  The GELU is computed from the unrounded product, so the results match
+   * linear_fwd into pre then gelu_fwd to the activation type's rounding.  NULL with gelu_in_gemm. */
+  void (*linear_gelu_fwd)(void *h, void *pre, const void *x, const float *w, const float *b,
+                          int M, int N, int K, int approx);
+  /* The backward of y = gelu(pre) w^T + b (NULL with gelu_in_gemm):
+   *   dpre[M,K] = (dy[M,N] w[N,K]) * gelu'(pre)  (overwritten),
+   *   dw[N,K] += dy^T h, db[N] += column sums of dy  (h = gelu(pre) as the forward stored it).
+   * The bias gradient of the Linear whose output pre was is left to that Linear's linear_bwd. */
+  void (*gelu_linear_bwd)(void *dpre, float *dw, float *db, const void *dy, const void *h,
+                          const void *pre, const float *w, int M, int N, int K, int approx);
   /* fp32 c[M,N] = op(a) op(b) + beta c, op(a) = a^T [K,M] stored when ta, else a [M,K]; op(b) =
    * b^T stored [N,K] when tb, else b [K,N].  For small products in parameter space (position
    * embedding interpolation). */
@@ -150,14 +164,17 @@ struct ops {
                    const void *state, int B, int N, int H, int hd, float scale);
 
   /* ---- elementwise ------------------------------------------------------------------------- */
-  /* Exact GELU, 0.5 x (1 + erf(x/sqrt 2)); y may alias x. */
-  void (*gelu_fwd)(void *y, const void *x, size_t n);
-  /* dx = dy * gelu'(x); dx may alias dy. */
-  void (*gelu_bwd)(void *dx, const void *dy, const void *x, size_t n);
+  /* GELU, y may alias x; approx selects the function, as PyTorch's nn.GELU(approximate=...):
+   *   0 ('none'): exact, 0.5 x (1 + erf(x/sqrt 2));
+   *   1 ('tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+  void (*gelu_fwd)(void *y, const void *x, size_t n, int approx);
+  /* dx = dy * gelu'(x), the derivative of the same function; dx may alias dy. */
+  void (*gelu_bwd)(void *dx, const void *dy, const void *x, size_t n, int approx);
   /* gelu_bwd over rows x cols, then db[cols] += the column sums of dx as stored: the bias gradient
    * of the Linear whose output x was (its linear_bwd then takes db = NULL), without reading dx
    * again.  The results are those of gelu_bwd and linear_bwd's db, bit for bit. */
-  void (*gelu_bwd_bias)(void *dx, float *db, const void *dy, const void *x, int rows, int cols);
+  void (*gelu_bwd_bias)(void *dx, float *db, const void *dy, const void *x, int rows, int cols,
+                        int approx);
   /* Residual with stochastic depth: y = x + s[b] f for the rps rows of sample b (rows b*rps ..
    * b*rps+rps-1, each D wide); s == NULL means s[b] = 1.  y may alias x. */
   void (*residual_fwd)(void *y, const void *x, const void *f, const float *s, int B, int rps, int D);

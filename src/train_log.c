@@ -28,10 +28,11 @@ void train_log_setup(const struct trainer *t) {
     if (tt->t[i].flags & TENSOR_GRAD) ntrain += tt->t[i].n;
   }
   log_info("train: model %s: ViT patch %d, dim %d, depth %d, heads %d, MLP %d, %d input channels, "
-           "drop_path %.3g; head %d layers %d-%d-%d -> %d, norm_last_layer %s",
+           "drop_path %.3g; head %d layers %d-%d-%d -> %d, norm_last_layer %s; GELU %s%s",
            cfg->model.arch, v->patch, v->dim, v->depth, v->heads, v->mlp_hidden, v->in_chans,
            v->drop_path_rate, h->nlayers, h->hidden, h->hidden, h->bottleneck, h->out_dim,
-           h->norm_last_layer ? "true" : "false");
+           h->norm_last_layer ? "true" : "false", v->gelu_approx ? "tanh" : "exact",
+           vit_gelu_in_gemm(&m->vit, m->ops) ? " (in the MLP's GEMMs)" : "");
   log_info("train: %zu parameters (backbone %zu, head %zu), %zu trainable; activations %.1f MiB "
            "per rank", nb + nh, nb, nh, ntrain, m->acts.size / 1048576.0);
   const struct dataset *ds = t->ds;

@@ -17,6 +17,8 @@ void vit_check_dims(const struct vit_dims *d) {
   if (d->dim % d->heads)
     scd_fatal(SCD_EXIT_INPUT, "&model: num_heads = %d does not divide embed_dim = %d", d->heads,
               d->dim);
+  if (d->gelu_approx != 0 && d->gelu_approx != 1)
+    scd_fatal(SCD_EXIT_INPUT, "&model: invalid GELU form %d", d->gelu_approx);
   if (d->drop_path_rate < 0 || d->drop_path_rate >= 1)
     scd_fatal(SCD_EXIT_INPUT, "&model: drop_path_rate = %g is outside [0, 1)", d->drop_path_rate);
 }
@@ -211,6 +213,10 @@ static const float *dp_scales(const struct vit *v, const struct vit_pass *p, int
   return p->dp + ((size_t)i * 2 + j) * p->Bmax;
 }
 
+int vit_gelu_in_gemm(const struct vit *v, const struct ops *ops) {
+  return ops->gelu_in_gemm && ops->gelu_in_gemm(v->d.gelu_approx);
+}
+
 static float attn_scale(const struct vit_dims *d) {
   return (float)pow((double)(d->dim / d->heads), -0.5); /* head_dim ** -0.5 */
 }
@@ -240,11 +246,17 @@ static void block_forward(const struct vit *v, const struct ops *ops, const floa
     ops->residual_layernorm_fwd(A->xmid, A->ln2, A->mean2, A->rstd2, x, s->tmp, s0, P + w->n2w,
                                 P + w->n2b, B, N, D, VIT_LN_EPS);
   }
-  ops->linear_fwd(A->h, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D);
   /* Training keeps the pre-activation for GELU's backward and the output for fc2's: reading
-   * the output back costs less than computing it again (the step's traffic, bench/README.md). */
+   * the output back costs less than computing it again (the step's traffic, bench/README.md).
+   * Where the backend computes this GELU inside fc1's GEMM, the pre-activation is never read. */
   void *g = p->train ? A->g : A->h;
-  ops->gelu_fwd(g, A->h, (size_t)T * Hm);
+  if (vit_gelu_in_gemm(v, ops)) {
+    ops->linear_gelu_fwd(g, p->train ? A->h : NULL, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D,
+                         d->gelu_approx);
+  } else {
+    ops->linear_fwd(A->h, A->ln2, P + w->fc1w, P + w->fc1b, T, Hm, D);
+    ops->gelu_fwd(g, A->h, (size_t)T * Hm, d->gelu_approx);
+  }
   const int fused = !s1 && ops->linear_residual_fwd;
   if (fused)
     ops->linear_residual_fwd(A->xout, A->xmid, g, P + w->fc2w, P + w->fc2b, T, D, Hm);
@@ -317,10 +329,17 @@ void vit_backward_block(const struct vit *v, const struct ops *ops, const float 
     if (i == d->depth - 1) ops->residual_bwd(p->dbr, p->dres, s2, B, N, D);
     dz = p->dbr;
   }
-  ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, P + w->fc2w, T, D, Hm);
-  /* fc1's bias gradient comes with GELU's backward, which writes its output gradient */
-  ops->gelu_bwd_bias(s->dh, G + w->fc1b, s->dh, A->h, T, Hm);
-  ops->linear_bwd(s->dln, G + w->fc1w, NULL, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
+  if (vit_gelu_in_gemm(v, ops)) {
+    /* GELU's derivative applied by fc2's input-gradient GEMM; fc1's bias gradient by fc1's */
+    ops->gelu_linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, A->h, P + w->fc2w, T, D, Hm,
+                         d->gelu_approx);
+    ops->linear_bwd(s->dln, G + w->fc1w, G + w->fc1b, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
+  } else {
+    ops->linear_bwd(s->dh, G + w->fc2w, G + w->fc2b, dz, A->g, P + w->fc2w, T, D, Hm);
+    /* fc1's bias gradient comes with GELU's backward, which writes its output gradient */
+    ops->gelu_bwd_bias(s->dh, G + w->fc1b, s->dh, A->h, T, Hm, d->gelu_approx);
+    ops->linear_bwd(s->dln, G + w->fc1w, NULL, s->dh, A->ln2, P + w->fc1w, T, Hm, D);
+  }
   /* Attention branch: x_mid = x + s1 * proj(attn(qkv(ln1(x)))); its gradient s1 dL/dx_mid comes
    * with LayerNorm 2's backward. */
   const void *dy = p->dres;

@@ -31,6 +31,7 @@ struct vit_dims {
   int mlp_hidden;  /* D * mlp_ratio */
   int pos_grid;    /* side of the position-embedding grid: N0 = pos_grid^2 (upstream 224 / p) */
   double drop_path_rate; /* of the last block (linear in the block index); 0 = none */
+  int gelu_approx;       /* the MLP's GELU: 0 exact (erf), 1 tanh approximation (ops.h) */
 };
 
 struct vit_block_params { /* element offsets */
@@ -94,6 +95,8 @@ void vit_pass_plan(struct vit_pass *p, const struct vit *v, struct arena *a, con
 void vit_pass_free(struct vit_pass *p);
 /* Tokens per crop (1 + patches) of an H x W crop. */
 int vit_tokens(const struct vit *v, int H, int W);
+/* Whether the backend computes this model's GELU inside the MLP's GEMMs (ops->gelu_in_gemm). */
+int vit_gelu_in_gemm(const struct vit *v, const struct ops *ops);
 /* Scratch for passes of at most Tmax tokens in all (B * N) and at most Npmax patches per crop;
  * train = 0 plans only what inference needs. */
 void vit_scratch_plan(struct vit_scratch *s, const struct vit *v, struct arena *a, size_t Tmax,

@@ -284,27 +284,41 @@ static void test_attention(void) {
 /* ---- GELU, residual with drop-path scales -------------------------------------------------- */
 enum { GN = 64 };
 static double *gx;
-static void gelu_fwd(struct fdcase *c) { kern_gelu_fwd_f64(c->y, gx, GN); }
+static int gap; /* GELU form: 0 exact, 1 tanh */
+static void gelu_fwd(struct fdcase *c) { kern_gelu_fwd_f64(c->y, gx, GN, gap); }
 enum { RB = 3, RPS = 2, RD = 4 };
 static double *rx, *rf, rs[RB] = {0.0, 1.0 / 0.8, 1.0};
 static void res_fwd(struct fdcase *c) { kern_residual_fwd_f64(c->y, rx, rf, rs, RB, RPS, RD); }
-static void test_elementwise(void) {
+/* GELU in form ap: the formula in double, finite differences, the fp32 kernels against double */
+static void test_gelu(int ap) {
+  gap = ap;
   gx = rnd(GN, 2.5);
   struct fdcase c = {gelu_fwd, zeros(GN), rnd(GN, 1), GN, NULL};
   fd_loss(&c);
-  double err = 0;
-  for (int i = 0; i < GN; i++)
-    err = fmax(err, fabs(0.5 * gx[i] * (1 + erf(gx[i] / sqrt(2))) - c.y[i]));
-  T_CHECK(err < 1e-15, "GELU is not the exact erf form (%.3e)", err);
+  double err = 0, diff = 0;
+  for (int i = 0; i < GN; i++) {
+    const double x = gx[i], exact = 0.5 * x * (1 + erf(x / sqrt(2)));
+    const double tanh_form = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    err = fmax(err, fabs((ap ? tanh_form : exact) - c.y[i]));
+    diff = fmax(diff, fabs(tanh_form - exact));
+  }
+  T_CHECK(err < 1e-15, "GELU (approx %d) is not its formula (%.3e)", ap, err);
+  /* the forms differ (up to 4.7e-4 at |x| = 2.7): the test would see a swapped form */
+  T_CHECK(diff > 1e-4, "GELU test points do not separate the forms (%.3e)", diff);
   double *dx = zeros(GN);
-  kern_gelu_bwd_f64(dx, c.w, gx, GN);
-  fd_check(&c, gx, GN, dx, "gelu dx");
+  kern_gelu_bwd_f64(dx, c.w, gx, GN, ap);
+  fd_check(&c, gx, GN, dx, ap ? "gelu (tanh) dx" : "gelu dx");
   float *fx = tof(gx, GN), *fy = fzeros(GN), *fdy = tof(c.w, GN), *fdx = fzeros(GN);
-  kern_gelu_fwd_f32(fy, fx, GN);
-  kern_gelu_bwd_f32(fdx, fdy, fx, GN);
-  f32_check(fy, c.y, GN, "gelu y");
-  f32_check(fdx, dx, GN, "gelu dx");
+  kern_gelu_fwd_f32(fy, fx, GN, ap);
+  kern_gelu_bwd_f32(fdx, fdy, fx, GN, ap);
+  f32_check(fy, c.y, GN, ap ? "gelu (tanh) y" : "gelu y");
+  f32_check(fdx, dx, GN, ap ? "gelu (tanh) dx" : "gelu dx");
   free(gx), free(c.y), free(c.w), free(dx), free(fx), free(fy), free(fdy), free(fdx);
+}
+
+static void test_elementwise(void) {
+  test_gelu(0);
+  test_gelu(1);
 
   /* residual y = x + s_b f: dropped sample (s = 0), kept with 1/keep, no drop */
   const size_t n = (size_t)RB * RPS * RD;
@@ -385,20 +399,20 @@ static void test_fused_case(int B, int rps, int D, int with_s) {
 #undef SAME
 
 /* GELU's backward with the bias gradient of the Linear before it: gelu_bwd, then linear_bwd's db. */
-static void test_gelu_bias(int rows, int cols) {
+static void test_gelu_bias(int rows, int cols, int ap) {
   const size_t n = (size_t)rows * cols;
   float *x = frnd(n, 2, 0), *dy = frnd(n, 1, 0), *db1 = frnd(cols, 1, 0), *db2 = fdup(db1, cols);
   float *dx1 = fzeros(n), *dx2 = fdup(dy, n);
-  kern_gelu_bwd_f32(dx1, dy, x, n);
+  kern_gelu_bwd_f32(dx1, dy, x, n, ap);
   kern_linear_bwd_f32(NULL, NULL, db1, dx1, NULL, NULL, rows, cols, 1);
-  kern_gelu_bwd_bias_f32(dx2, db2, dx2, x, rows, cols); /* in place, as vit.c runs it */
+  kern_gelu_bwd_bias_f32(dx2, db2, dx2, x, rows, cols, ap); /* in place, as vit.c runs it */
   T_CHECK(memcmp(dx2, dx1, n * sizeof(float)) == 0, "gelu_bwd_bias: dx differs from gelu_bwd's (%dx%d)", rows, cols);
   T_CHECK(memcmp(db2, db1, (size_t)cols * sizeof(float)) == 0,
           "gelu_bwd_bias: db differs from linear_bwd's (%dx%d)", rows, cols);
   /* from zero, db is the column sums of dx */
   double e = 0;
   float *z = fzeros(cols);
-  kern_gelu_bwd_bias_f32(dx2, z, dy, x, rows, cols);
+  kern_gelu_bwd_bias_f32(dx2, z, dy, x, rows, cols, ap);
   for (int c = 0; c < cols; c++) {
     double sum = 0;
     for (int r = 0; r < rows; r++) sum += dx1[(size_t)r * cols + c];
@@ -578,7 +592,8 @@ int main(int argc, char **argv) {
   test_elementwise();
   test_fused_case(4, 5, 70, 1); /* two column blocks of the parameter sums */
   test_fused_case(3, 197, 12, 0);
-  test_gelu_bias(37, 70);
+  test_gelu_bias(37, 70, 0);
+  test_gelu_bias(37, 70, 1);
   test_norms();
   test_loss();
   test_pos_interp(14, 6, 6, 96, 96);    /* local 96-px crop, p16 */

@@ -180,10 +180,10 @@ static void single_ops(void) {
   const struct ops_adamw_seg segs[2] = {{0, 10, 1.0f, 1e-3f, 1.0f}, {20, 5, 1.0f, 1e-3f, 1.0f}};
   w->adamw(y, buf, z, z + 1000, segs, 2, 0.9, 0.999, 1e-8);
   T_NEAR(charged("adamw", NULL), 7.0 * 4 * 15, 0, "adamw bytes");
-  w->gelu_bwd(z, y, buf, 11);
+  w->gelu_bwd(z, y, buf, 11, 0);
   T_NEAR(charged("gelu_bwd", NULL), 3.0 * 2 * 11, 0, "gelu_bwd bytes");
   /* and with the bias gradient of 11 columns accumulated in fp32 */
-  w->gelu_bwd_bias(z, y + 3000, y, buf, 3, 11);
+  w->gelu_bwd_bias(z, y + 3000, y, buf, 3, 11, 1);
   T_NEAR(charged("gelu_bwd_bias", NULL), 3.0 * 2 * 33 + 8.0 * 11, 0, "gelu_bwd_bias bytes");
 
   /* the floor: per call, the larger of FLOPs / peak and bytes / bandwidth */
@@ -191,7 +191,7 @@ static void single_ops(void) {
   ops_traffic_set_peaks(1e3, 1e3);
   ops_traffic_read(NULL, 1);
   w->linear_fwd(y, buf, buf + 100, buf + 200, 3, 5, 7); /* 210 FLOP, 152 bytes */
-  w->gelu_fwd(y, y, 50);                                /* 0 FLOP, 200 bytes */
+  w->gelu_fwd(y, y, 50, 0);                              /* 0 FLOP, 200 bytes */
   ops_traffic_read(&tr, 1);
   T_NEAR(tr.floor_s[TRAFFIC_GEMM], 0.210, 1e-12, "compute-bound floor");
   T_NEAR(tr.floor_s[TRAFFIC_OTHER], 0.200, 1e-12, "memory-bound floor");

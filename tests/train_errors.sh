@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/train_errors.sh - what training refuses and how it stops: incompatible checkpoints (key and
-# shapes named, exit 3), damaged checkpoints (exit 3), a non-finite loss (step and last good
+# shapes named, exit 3; the GELU form too), damaged checkpoints (exit 3), a non-finite loss (step and last good
 # checkpoint named, exit 1), device = 'cuda' without a CUDA build (exit 2); and init_from: weights
 # loaded exactly, epoch 0, fresh optimizer state.
 . "$top_srcdir/tests/lib.sh"
@@ -33,6 +33,20 @@ expect_grep "tensor student/backbone.patch_embed.proj.weight has shape \[16, 3, 
 train_deck h epochs=1 warmup_epochs=0 batch_size_per_rank=4 init_from="'base/checkpoint.h5'" | sed "s/num_heads = 2/num_heads = 4/" >h.nml
 expect_exit 3 "$SCDINO" h.nml
 expect_grep "does not fit the model of this deck: key 'num_heads' is 2 in the checkpoint but 4 for this deck"
+
+# Same shapes, other GELU form: the key (files without it are 'none'); a 'tanh' run records its
+# form, says it, and a deck of the exact form cannot restart from it.
+train_deck g epochs=1 warmup_epochs=0 batch_size_per_rank=4 init_from="'base/checkpoint.h5'" | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/" >g.nml
+expect_exit 3 "$SCDINO" g.nml
+expect_grep "does not fit the model of this deck: key 'gelu_approximate' is 'none' in the checkpoint but 'tanh' for this deck \(&model gelu_approximate\)"
+train_deck t epochs=2 warmup_epochs=0 batch_size_per_rank=4 max_steps=2 | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/" >t.nml
+expect_exit 0 "$SCDINO" t.nml
+expect_grep 'norm_last_layer true; GELU tanh$'
+out=$(h5dump -a /gelu_approximate t/checkpoint.h5)
+expect_grep '"tanh"'
+train_deck t epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. >t2.nml
+expect_exit 3 "$SCDINO" t2.nml
+expect_grep "key 'gelu_approximate' is 'tanh' in the checkpoint but 'none' for this deck"
 
 # One block less: the extra tensor is named.
 train_deck d epochs=1 warmup_epochs=0 batch_size_per_rank=4 init_from="'base/checkpoint.h5'" | sed "s/depth = 2/depth = 1/" >d.nml

@@ -109,14 +109,15 @@ static void c_attn_bwd(void *dqkv, const void *dout, const void *out, const void
   (void)out; /* the saved probabilities give D directly */
   TIMED(attn_s, kern_attn_bwd_f32(dqkv, dout, qkv, state, B, N, H, hd, scale));
 }
-static void c_gelu_fwd(void *y, const void *x, size_t n) {
-  TIMED(other_s, kern_gelu_fwd_f32(y, x, n));
+static void c_gelu_fwd(void *y, const void *x, size_t n, int approx) {
+  TIMED(other_s, kern_gelu_fwd_f32(y, x, n, approx));
 }
-static void c_gelu_bwd(void *dx, const void *dy, const void *x, size_t n) {
-  TIMED(other_s, kern_gelu_bwd_f32(dx, dy, x, n));
+static void c_gelu_bwd(void *dx, const void *dy, const void *x, size_t n, int approx) {
+  TIMED(other_s, kern_gelu_bwd_f32(dx, dy, x, n, approx));
 }
-static void c_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols) {
-  TIMED(other_s, kern_gelu_bwd_bias_f32(dx, db, dy, x, rows, cols));
+static void c_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, int rows, int cols,
+                            int approx) {
+  TIMED(other_s, kern_gelu_bwd_bias_f32(dx, db, dy, x, rows, cols, approx));
 }
 static void c_res_fwd(void *y, const void *x, const void *f, const float *s, int B, int rps, int D) {
   TIMED(other_s, kern_residual_fwd_f32(y, x, f, s, B, rps, D));

@@ -28,9 +28,10 @@
   void kern_layernorm_residual_bwd_##S(R *dx, R *dg, R *db, R *df, const R *s, const R *dy,       \
                                        const R *x, const R *mean, const R *rstd, const R *g,      \
                                        int B, int rps, int D);                                    \
-  void kern_gelu_fwd_##S(R *y, const R *x, size_t n);                                             \
-  void kern_gelu_bwd_##S(R *dx, const R *dy, const R *x, size_t n);                               \
-  void kern_gelu_bwd_bias_##S(R *dx, R *db, const R *dy, const R *x, int rows, int cols);         \
+  void kern_gelu_fwd_##S(R *y, const R *x, size_t n, int approx);                                 \
+  void kern_gelu_bwd_##S(R *dx, const R *dy, const R *x, size_t n, int approx);                   \
+  void kern_gelu_bwd_bias_##S(R *dx, R *db, const R *dy, const R *x, int rows, int cols,          \
+                              int approx);                                                        \
   void kern_residual_fwd_##S(R *y, const R *x, const R *f, const R *s, int B, int rps, int D);    \
   void kern_residual_bwd_##S(R *df, const R *dy, const R *s, int B, int rps, int D);              \
   void kern_attn_fwd_##S(R *out, R *P, const R *qkv, int B, int N, int H, int hd, R scale);       \

@@ -236,7 +236,19 @@ void KN(kern_layernorm_residual_bwd)(R *dx, R *dg, R *db, R *df, const R *s, con
   ln_bwd_cols(dg, db, dy, x, D, mean, rstd, (int)nrows, D);
 }
 
-void KN(kern_gelu_fwd)(R *y, const R *x, size_t n) {
+/* GELU_TANH_C = sqrt(2/pi): the tanh approximation's argument is C (x + 0.044715 x^3). */
+#define GELU_TANH_C 0.79788456080286535588
+#define GELU_TANH_A 0.044715
+
+void KN(kern_gelu_fwd)(R *y, const R *x, size_t n, int approx) {
+  if (approx) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+      const R v = x[i];
+      y[i] = (R)0.5 * v * ((R)1 + KTANH((R)GELU_TANH_C * (v + (R)GELU_TANH_A * v * v * v)));
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) {
     const R v = x[i];
@@ -244,7 +256,19 @@ void KN(kern_gelu_fwd)(R *y, const R *x, size_t n) {
   }
 }
 
-void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n) {
+void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n, int approx) {
+  if (approx) {
+    /* d/dx of 0.5 x (1 + t), t = tanh(u), u = C (x + A x^3):
+     * 0.5 (1 + t) + 0.5 x (1 - t^2) C (1 + 3 A x^2) */
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+      const R v = x[i];
+      const R t = KTANH((R)GELU_TANH_C * (v + (R)GELU_TANH_A * v * v * v));
+      const R du = (R)GELU_TANH_C * ((R)1 + (R)(3 * GELU_TANH_A) * v * v);
+      dx[i] = dy[i] * ((R)0.5 * ((R)1 + t) + (R)0.5 * v * ((R)1 - t * t) * du);
+    }
+    return;
+  }
   /* gelu'(x) = Phi(x) + x phi(x), Phi/phi the standard normal CDF/density. */
   const R inv_sqrt_2pi = (R)0.39894228040143267794;
 #pragma omp parallel for simd schedule(static)
@@ -256,8 +280,8 @@ void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n) {
   }
 }
 
-void KN(kern_gelu_bwd_bias)(R *dx, R *db, const R *dy, const R *x, int rows, int cols) {
-  KN(kern_gelu_bwd)(dx, dy, x, (size_t)rows * cols);
+void KN(kern_gelu_bwd_bias)(R *dx, R *db, const R *dy, const R *x, int rows, int cols, int approx) {
+  KN(kern_gelu_bwd)(dx, dy, x, (size_t)rows * cols, approx);
   colsum_add(db, dx, rows, cols, (size_t)cols); /* as kern_linear_bwd's db */
 }
 

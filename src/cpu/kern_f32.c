@@ -23,6 +23,7 @@ extern float expf(float) __attribute__((__simd__("notinbranch")));
 #define KGEMM cblas_sgemm
 #define KEXP expf
 #define KERF erff
+#define KTANH tanhf
 #define KSQRT sqrtf
 
 #include "cpu/kern_dense.h"

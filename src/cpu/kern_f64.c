@@ -21,6 +21,7 @@ extern double exp(double) __attribute__((__simd__("notinbranch")));
 #define KGEMM cblas_dgemm
 #define KEXP exp
 #define KERF erf
+#define KTANH tanh
 #define KSQRT sqrt
 
 #include "cpu/kern_dense.h"

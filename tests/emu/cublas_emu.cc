@@ -6,24 +6,33 @@
  *
  * Supported subset: column-major D = alpha op(A) op(B) + beta C with op N or T, compute type
  * CUBLAS_COMPUTE_32F, fp32 alpha/beta read from host memory, operand types (A = B, C = D) fp32/fp32,
- * bf16/bf16 and bf16/fp32.  cuBLASLt: epilogue DEFAULT, BIAS (bias of D's type, one value per
- * row of D) or BGRADB (alpha 1: the column sums of op(B) over k, one per column of D, stored in
- * D's type at the bias pointer), single column-major matrices (no batched layouts), preferences
+ * bf16/bf16 and bf16/fp32.  cuBLASLt: epilogue DEFAULT, BIAS (bias of D's type, one value per row
+ * of D), BGRADB (alpha 1: the column sums of op(B) over k, one per column of D, stored in D's type
+ * at the bias pointer), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS (GELU of the sum after the bias;
+ * the _AUX ones also store that sum, the GELU input, in D's type at the aux pointer) and DGELU (the
+ * sum times GELU' of the aux matrix, read in D's type); the aux matrix is column-major in D's type
+ * with AUX_LD a multiple of 8 and >= m and its pointer 16-byte aligned (else
+ * CUBLAS_STATUS_INVALID_VALUE).  Single column-major matrices (no batched layouts), preferences
  * accepted and ignored.  SCDINO_EMU_LT_BGRADB=decline makes the heuristic find no algorithm for
- * BGRADB (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may for a shape, to test the fallback;
- * =wrong stores twice the sums (a library that reads the epilogue otherwise), to test the
- * backend's check of them.
+ * BGRADB (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may for a shape, to test the fallback; =wrong
+ * stores twice the sums (a library that reads the epilogue otherwise), to test the backend's check
+ * of them.  SCDINO_EMU_LT_GELU picks the GELU: tanh (unset: the tanh approximation), erf (the exact
+ * one), wrong (x sigmoid(1.702 x), neither) or decline (no algorithm for the GELU epilogues, and
+ * CUBLAS_STATUS_NOT_SUPPORTED from a matmul asked anyway): NVIDIA's header does not say which GELU
+ * cuBLASLt computes, so the default is an assumption and the other values test a caller's probe of
+ * it.  Both knobs are read at every call.
  * cublasGemmBatchedEx: host arrays of host pointers, math mode DEFAULT or PEDANTIC.  Anything else
  * prints "cublas_emu: <function>: unsupported <what> <value>" and aborts.
  *
  * Numerics: operands widened to float, their product by OpenBLAS's sgemm (fp32 sums), then alpha,
- * beta C and the bias applied in float and the result rounded to the output type (bf16: nearest
- * even). */
+ * beta C, the bias and the GELU (or GELU') applied in float and the result rounded to the output
+ * type (bf16: nearest even). */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +68,9 @@ struct MatmulDesc {
   cublasOperation_t transa, transb;
   cublasLtEpilogue_t epilogue;
   const void *bias;
+  void *aux;        /* EPILOGUE_AUX_POINTER: GELU input, written by GELU_AUX*, read by DGELU */
+  int64_t aux_ld;   /* EPILOGUE_AUX_LD */
+  int32_t aux_type; /* EPILOGUE_AUX_DATA_TYPE: -1 (D's type) or a cudaDataType_t */
 };
 struct Layout {
   uint32_t magic;
@@ -108,6 +120,71 @@ Preference *pref_of(cublasLtMatmulPreference_t pr) {
 
 bool known_type(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
 
+bool gelu_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_AUX ||
+         e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool aux_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DGELU;
+}
+bool bias_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+const char *epilogue_name(uint32_t e) {
+  switch (e) {
+  case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+  case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+  case CUBLASLT_EPILOGUE_GELU: return "GELU";
+  case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+  case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+  case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+  }
+  return "DEFAULT";
+}
+
+/* Which GELU the emulated library computes (SCDINO_EMU_LT_GELU).  Read at every call, so that a
+ * test can change it between calls; a value it does not know stops the program rather than
+ * testing something else than was asked. */
+enum GeluKind { GELU_TANH, GELU_ERF, GELU_WRONG, GELU_DECLINE };
+
+GeluKind gelu_kind(const char *fn) {
+  const char *v = getenv("SCDINO_EMU_LT_GELU");
+  if (!v || !strcmp(v, "tanh")) return GELU_TANH;
+  if (!strcmp(v, "erf")) return GELU_ERF;
+  if (!strcmp(v, "wrong")) return GELU_WRONG;
+  if (!strcmp(v, "decline")) return GELU_DECLINE;
+  unsupported(fn, "SCDINO_EMU_LT_GELU=%s (tanh, erf, wrong or decline)", v);
+}
+
+/* GELU and its derivative in float.  tanh: the approximation of Hendrycks and Gimpel that llm.c
+ * and Transformer Engine assume; erf: the exact one, via erfc so that the negative tail keeps its
+ * relative accuracy; wrong: the sigmoid approximation, which a caller's probe must reject. */
+constexpr float SQRT_2_OVER_PI = 0.7978845608f, GELU_A = 0.044715f, SQRT_HALF = 0.7071067812f,
+                INV_SQRT_2PI = 0.3989422804f, SIGMOID_A = 1.702f;
+
+float gelu(GeluKind kind, float x) {
+  if (kind == GELU_ERF) return 0.5f * x * erfcf(-x * SQRT_HALF);
+  if (kind == GELU_WRONG) return x / (1.0f + expf(-SIGMOID_A * x));
+  const float t = tanhf(SQRT_2_OVER_PI * (x + GELU_A * x * x * x));
+  return 0.5f * x * (1.0f + t);
+}
+
+float gelu_grad(GeluKind kind, float x) {
+  if (kind == GELU_ERF)
+    return 0.5f * erfcf(-x * SQRT_HALF) + x * INV_SQRT_2PI * expf(-0.5f * x * x);
+  if (kind == GELU_WRONG) {
+    const float s = 1.0f / (1.0f + expf(-SIGMOID_A * x));
+    return s + SIGMOID_A * x * s * (1.0f - s);
+  }
+  const float t = tanhf(SQRT_2_OVER_PI * (x + GELU_A * x * x * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_A * x * x);
+}
+
 /* The (A = B, D) combinations with CUBLAS_COMPUTE_32F and fp32 scale that the backend uses. */
 bool supported_combination(cudaDataType_t ab, cudaDataType_t d) {
   return (ab == CUDA_R_32F && d == CUDA_R_32F) || (ab == CUDA_R_16BF && d == CUDA_R_16BF) ||
@@ -145,6 +222,11 @@ struct Gemm {
   int64_t ldd;
   const void *bias; /* NULL: none; else m values of type dt, added to every column */
   void *bgrad;      /* NULL: none; else n values of type dt: the column sums of op(B) over k */
+  enum { ACT_NONE, ACT_GELU, ACT_DGELU } act;
+  GeluKind gelu;
+  void *aux;        /* m x n of type dt, leading dimension auxld: ACT_GELU's input is stored
+                       there (NULL: not stored), ACT_DGELU's GELU input read from there */
+  int64_t auxld;
 };
 
 void run_gemm(const Gemm &g) {
@@ -178,6 +260,12 @@ void run_gemm(const Gemm &g) {
       float r = g.alpha * prod[j * (size_t)m + i];
       if (g.beta != 0.0f) r += g.beta * load(g.C, g.ct, j * g.ldc + i);
       if (g.bias) r += load(g.bias, g.dt, i);
+      if (g.act == Gemm::ACT_GELU) {
+        if (g.aux) store(g.aux, g.dt, j * (size_t)g.auxld + i, r);
+        r = gelu(g.gelu, r); /* of the float sum, not of the rounded aux */
+      } else if (g.act == Gemm::ACT_DGELU) {
+        r *= gelu_grad(g.gelu, load(g.aux, g.dt, j * (size_t)g.auxld + i));
+      }
       store(g.D, g.dt, j * g.ldd + i, r);
     }
   }
@@ -205,6 +293,8 @@ cublasStatus_t lt_problem(const char *fn, const MatmulDesc *d, const Layout *la,
     unsupported(fn, "C/D type combination %d/%d", (int)lc->type, (int)ld->type);
   if (!supported_combination(la->type, ld->type))
     unsupported(fn, "A/D type combination %d/%d", (int)la->type, (int)ld->type);
+  if (d->aux_type != -1 && d->aux_type != (int32_t)ld->type)
+    unsupported(fn, "aux data type %d with D type %d", (int)d->aux_type, (int)ld->type);
   g->ta = d->transa == CUBLAS_OP_T;
   g->tb = d->transb == CUBLAS_OP_T;
   const uint64_t m = ld->rows, n = ld->cols, k = g->ta ? la->rows : la->cols;
@@ -325,6 +415,10 @@ cublasStatus_t CUBLASWINAPI cublasGemmBatchedEx(cublasHandle_t handle, cublasOpe
   g.ldc = g.ldd = ldc;
   g.bias = nullptr;
   g.bgrad = nullptr;
+  g.act = Gemm::ACT_NONE;
+  g.gelu = GELU_TANH;
+  g.aux = nullptr;
+  g.auxld = 0;
   for (int b = 0; b < batchCount; b++) {
     g.A = Aarray[b];
     g.B = Barray[b];
@@ -387,7 +481,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmu
   if (computeType != CUBLAS_COMPUTE_32F) unsupported(fn, "compute type %d", (int)computeType);
   if (scaleType != CUDA_R_32F) unsupported(fn, "scale type %d", (int)scaleType);
   MatmulDesc *d = new MatmulDesc{MAGIC_DESC, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT,
-                                 nullptr};
+                                 nullptr, nullptr, 0, -1};
   *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -420,14 +514,27 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
   case CUBLASLT_MATMUL_DESC_EPILOGUE: {
     uint32_t epi = 0;
     if ((st = read_attr(fn, buf, sizeInBytes, &epi)) != CUBLAS_STATUS_SUCCESS) return st;
+    /* not DGELU_BGRAD (its bias gradient would be a second reduction to emulate), nor ReLU */
     if (epi != CUBLASLT_EPILOGUE_DEFAULT && epi != CUBLASLT_EPILOGUE_BIAS &&
-        epi != CUBLASLT_EPILOGUE_BGRADB)
+        epi != CUBLASLT_EPILOGUE_BGRADB && !gelu_epilogue(epi) && epi != CUBLASLT_EPILOGUE_DGELU)
       unsupported(fn, "epilogue %u", (unsigned)epi);
     d->epilogue = (cublasLtEpilogue_t)epi;
     return CUBLAS_STATUS_SUCCESS;
   }
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
     return read_attr(fn, buf, sizeInBytes, &d->bias);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    return read_attr(fn, buf, sizeInBytes, &d->aux); /* checked by the matmul that uses it */
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    return read_attr(fn, buf, sizeInBytes, &d->aux_ld);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: {
+    int32_t t = 0;
+    if ((st = read_attr(fn, buf, sizeInBytes, &t)) != CUBLAS_STATUS_SUCCESS) return st;
+    /* only D's type is emulated; that it is D's is checked once D's layout is known */
+    if (t != -1 && !known_type((cudaDataType_t)t)) unsupported(fn, "aux data type %d", (int)t);
+    d->aux_type = t;
+    return CUBLAS_STATUS_SUCCESS;
+  }
   default:
     /* pointer mode, scale/compute type changes, bias type, batch strides, scaling pointers, ...:
      * all change the result and none is used by the backend */
@@ -510,7 +617,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
                                        layout_of(Bdesc), layout_of(Cdesc), layout_of(Ddesc), &g);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   const char *bg = getenv("SCDINO_EMU_LT_BGRADB");
-  if (desc_of(operationDesc)->epilogue == CUBLASLT_EPILOGUE_BGRADB && bg && !strcmp(bg, "decline")) {
+  const uint32_t epi = desc_of(operationDesc)->epilogue;
+  const GeluKind gk = gelu_kind(fn); /* checked whatever the epilogue: a typo is said at once */
+  if ((epi == CUBLASLT_EPILOGUE_BGRADB && bg && !strcmp(bg, "decline")) ||
+      ((gelu_epilogue(epi) || epi == CUBLASLT_EPILOGUE_DGELU) && gk == GELU_DECLINE)) {
     *returnAlgoCount = 0; /* what cuBLASLt answers when no algorithm has the epilogue */
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -562,9 +672,40 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
   g.D = D;
   g.bias = nullptr;
   g.bgrad = nullptr;
-  if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
-    if (!d->bias) return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "BIAS epilogue without a bias pointer");
+  g.act = Gemm::ACT_NONE;
+  g.gelu = gelu_kind(fn);
+  g.aux = nullptr;
+  g.auxld = 0;
+  const uint32_t epi = d->epilogue;
+  if (bias_epilogue(epi)) {
+    if (!d->bias)
+      return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "%s epilogue without a bias pointer",
+                  epilogue_name(epi));
     g.bias = d->bias; /* BIAS_DATA_TYPE unset: the bias has D's type */
+  }
+  if (gelu_epilogue(epi) || epi == CUBLASLT_EPILOGUE_DGELU) {
+    /* the heuristic found no algorithm; one passed anyway (or NULL) finds none either */
+    if (g.gelu == GELU_DECLINE)
+      return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn,
+                  "%s epilogue declined (SCDINO_EMU_LT_GELU=decline)", epilogue_name(epi));
+    g.act = gelu_epilogue(epi) ? Gemm::ACT_GELU : Gemm::ACT_DGELU;
+  }
+  if (aux_epilogue(epi)) {
+    /* AUX_LD: the header's rule for a GELU input matrix.  The 16-byte alignment is not in the
+     * header (algorithms are chosen by the pointer's alignment): asked here so that a caller's
+     * aux suits whichever algorithm a GPU's heuristic picks. */
+    if (!d->aux)
+      return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "%s epilogue without an aux pointer",
+                  epilogue_name(epi));
+    if ((uintptr_t)d->aux % 16)
+      return fail(CUBLAS_STATUS_INVALID_VALUE, fn,
+                  "%s epilogue: aux pointer %p not 16-byte aligned", epilogue_name(epi), d->aux);
+    if (d->aux_ld % 8 || d->aux_ld < g.m)
+      return fail(CUBLAS_STATUS_INVALID_VALUE, fn,
+                  "%s epilogue: aux leading dimension %lld not a multiple of 8 >= m %lld",
+                  epilogue_name(epi), (long long)d->aux_ld, (long long)g.m);
+    g.aux = d->aux;
+    g.auxld = d->aux_ld;
   }
   if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB) {
     if (!d->bias)

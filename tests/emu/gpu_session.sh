@@ -29,8 +29,8 @@ for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu
 done
 expect_grep 'cuDNN attention: 14 of 14 forward and 7 of 7 backward calls ran in cuDNN'
 expect_grep 'bf16: 4 of 4 bias gradients summed by the weight gradient.s GEMM epilogue'
-for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-fp32 scdino-vitb-bf16 \
-         scdino-bf16-b8; do
+for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-bf16-tanh \
+         scdino-bf16-tanh-kernel scdino-fp32 scdino-vitb-bf16 scdino-bf16-b8; do
   expect_grep "^$r +4 +[0-9.]+ +[0-9.]+ "
 done
 for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn; do
@@ -40,6 +40,8 @@ done
 # the model step's floor (bench/ops_traffic.h) in the table, under each run
 expect_grep '^  model only +4 +[0-9.]+ +[0-9.]+ +[0-9.]+  floor [0-9]+\.[0-9]{2} ms$'
 expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
+# the stand-in's GELU epilogue is the tanh form: the tanh run has it in the GEMMs
+expect_grep '^tanh GELU in the GEMMs: 1$'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
 expect_nogrep 'FAIL|failed:|TIMEOUT'
@@ -51,13 +53,20 @@ scdino-bf16-flash RESULT precision=bf16 batch=64 images_per_s=950.0 mfu=0.4400 m
 scdino-bf16-b128 RESULT precision=bf16 batch=128 images_per_s=4000.0 mfu=0.9000 model_images_per_s=5000.0 model_mfu=0.9500
 torch-eager RESULT mode=eager batch=64 step_ms=128.00 images_per_s=500.0 mfu=0.2000
 torch-compile RESULT mode=compile batch=64 step_ms=64.00 images_per_s=1000.0 mfu=0.4000
+scdino-bf16-tanh RESULT precision=bf16 batch=64 images_per_s=1000.0 mfu=0.4500 model_images_per_s=1200.0 model_mfu=0.5400
+torch-eager-tanh RESULT mode=eager batch=64 step_ms=128.00 images_per_s=600.0 mfu=0.2000
+torch-compile-tanh RESULT mode=compile batch=64 step_ms=64.00 images_per_s=960.0 mfu=0.4000
 EOF
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" bash tests/gpu/run.sh "$dir/pack" goals
 out=$(cat "$dir/out/summary.txt" 2>&1)
-expect_grep '^goals at batch 64, bf16: scdino scdino-bf16-flash, 1100\.0 images/s \(model step\), 950\.0 \(with GPU augmentation\)$'
+expect_grep '^goals at batch 64, bf16, GELU exact \(upstream\): scdino scdino-bf16-flash, 1100\.0 images/s \(model step\), 950\.0 \(with GPU augmentation\)$'
 expect_grep '^  images/s over PyTorch eager: 2\.20x \(1\.90x with augmentation\), goal 1\.5x: met$'
 expect_grep '^  images/s over torch\.compile: 1\.10x \(0\.95x with augmentation\), goal 1\.2x: NOT met$'
 expect_grep '^  MFU 50\.0 % \(44\.0 % with augmentation\), goal 45 %: met$'
+# the tanh form against PyTorch in the tanh form
+expect_grep '^goals at batch 64, bf16, GELU tanh \(both sides\): scdino scdino-bf16-tanh, 1200\.0 images/s \(model step\), 1000\.0 \(with GPU augmentation\)$'
+expect_grep '^  images/s over PyTorch eager: 2\.00x \(1\.67x with augmentation\), goal 1\.5x: met$'
+expect_grep '^  images/s over torch\.compile: 1\.25x \(1\.04x with augmentation\), goal 1\.2x: met$'
 grep -v '^torch' "$dir/out/results.txt" > "$dir/r" && mv "$dir/r" "$dir/out/results.txt"
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" bash tests/gpu/run.sh "$dir/pack" goals
 out=$(cat "$dir/out/summary.txt" 2>&1)

@@ -1,40 +1,40 @@
-/* test_cublas_emu.cc - self-test of tests/emu/cublas_emu.cc against a double-precision reference.
+/* test_cublas_emu.cc - self-test of tests/emu/cublas_emu.cc against a double-precision reference:
+ * the shared helpers, cuBLASLt and cublasGemmBatchedEx over every combination, the loud failures,
+ * and main(); the GELU epilogues' own tests are in test_cublas_emu_gelu.cc.
  *
  * Exercises every combination the CUDA backend uses: cuBLASLt as cuda/gemm_lt.cu drives it (all
  * four transposes, fp32 / bf16 / bf16->fp32, BIAS and BGRADB epilogues, beta 0 over NaN-filled
  * D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on request) and cublasGemmBatchedEx as cuda/attention_gemm.cu drives it
  * (pointer arrays into interleaved head layouts, fp32 / bf16 / bf16->fp32, scaled alpha), with odd
  * sizes; then checks that unsupported settings abort with a "cublas_emu:" message.
+ * The GELU epilogues (GELU, GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU) the same way, aux leading
+ * dimensions above m, under the default GELU and SCDINO_EMU_LT_GELU=erf and wrong; the rest of
+ * their tests are in test_cublas_emu_gelu.cc.
  *
  * Tolerance per element: (k + 4) 2^-24 S, S = |alpha| sum_p |a_ip b_pj| + |beta c_ij| + |bias_i|
  * (float accumulation), plus 2^-8 |ref| when D is bf16 (one rounding to 8 significant bits); the
- * same for BGRADB's column sums, with S = sum_p |op(B)_pj|.
- * Padding around every output matrix must be left bit-for-bit unchanged, and so must C when C != D.
+ * same for BGRADB's column sums, with S = sum_p |op(B)_pj|, and for the aux matrix; for the GELU
+ * epilogues' D, see compare_gelu (test_cublas_emu_gelu.cc).
+ * Padding around every output matrix must be left bit-for-bit unchanged, and so must C when C != D
+ * and the aux matrix where it is not an output.
  *
  * g++ -std=c++17 -O2 -Wall -Wextra -I/usr/local/cuda/include tests/emu/cublas_emu.cc \
- *     tests/emu/test_cublas_emu.cc -o /tmp/test_cublas_emu && /tmp/test_cublas_emu */
-#include <cublasLt.h>
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-
+ *     tests/emu/test_cublas_emu.cc tests/emu/test_cublas_emu_gelu.cc -o /tmp/test_cublas_emu && \
+ *     /tmp/test_cublas_emu */
 #include <fcntl.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <string>
-#include <vector>
 
-static int checks, failures;
+#include "test_cublas_emu.h"
 
-static void check(bool ok, const char *fmt, ...) {
+int checks, failures;
+
+void check(bool ok, const char *fmt, ...) {
   checks++;
   if (ok) return;
   failures++;
@@ -46,95 +46,47 @@ static void check(bool ok, const char *fmt, ...) {
   va_end(ap);
 }
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cublasStatus_t st_ = (call);                                                                   \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cublasLtGetStatusName(st_));  \
-      exit(2);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(void) { /* in [-1, 1) */
+double uniform(void) { /* in [-1, 1) */
   rng ^= rng << 13;
   rng ^= rng >> 7;
   rng ^= rng << 17;
   return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
 
-/* A typed buffer of `count` elements. */
-struct Buf {
-  cudaDataType_t t;
-  std::vector<unsigned char> bytes;
-  Buf(cudaDataType_t type, size_t count)
-      : t(type), bytes(count * (type == CUDA_R_32F ? 4 : 2)) {}
-  size_t esize() const { return t == CUDA_R_32F ? 4 : 2; }
-  void *p() { return bytes.data(); }
-  void *at(size_t i) { return bytes.data() + i * esize(); }
-  double get(size_t i) const {
-    if (t == CUDA_R_32F) return ((const float *)bytes.data())[i];
-    return __bfloat162float(((const __nv_bfloat16 *)bytes.data())[i]);
-  }
-  void set(size_t i, double v) {
-    if (t == CUDA_R_32F)
-      ((float *)bytes.data())[i] = (float)v;
-    else
-      ((__nv_bfloat16 *)bytes.data())[i] = __float2bfloat16_rn((float)v);
-  }
-  void fill_random() {
-    for (size_t i = 0; i < bytes.size() / esize(); i++) set(i, uniform());
-  }
-  void fill_nan() {
-    for (size_t i = 0; i < bytes.size() / esize(); i++) set(i, NAN);
-  }
-};
+const char *tname(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
 
-static const char *tname(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
+/* Element (i, j) of alpha op(A) op(B) + beta C (+ bias) in double; *tol: the float sum's error
+ * bound, before any rounding to D's type. */
+double reference(const Ref &r, int i, int j, double *tol) {
+  double sum = 0, mag = 0;
+  for (int p = 0; p < r.k; p++) {
+    const double a = r.A->get(r.aoff + (r.ta ? (size_t)i * r.lda + p : (size_t)p * r.lda + i));
+    const double b = r.B->get(r.boff + (r.tb ? (size_t)p * r.ldb + j : (size_t)j * r.ldb + p));
+    sum += a * b;
+    mag += fabs(a * b);
+  }
+  double ref = r.alpha * sum, S = fabs(r.alpha) * mag;
+  if (r.beta != 0) {
+    const double c = r.C->get(r.coff + (size_t)j * r.ldc + i);
+    ref += r.beta * c;
+    S += fabs(r.beta * c);
+  }
+  if (r.bias) {
+    ref += r.bias->get(i);
+    S += fabs(r.bias->get(i));
+  }
+  *tol = (r.k + 4) * ldexp(S, -24);
+  return ref;
+}
 
-/* Compares the m x n matrix at D + off (leading dimension ldd) with alpha op(A) op(B) + beta C
- * (+ bias) computed in double from the stored values; returns the number of bad elements. */
-struct Ref {
-  bool ta, tb;
-  int m, n, k;
-  double alpha, beta;
-  const Buf *A;
-  size_t aoff;
-  int lda;
-  const Buf *B;
-  size_t boff;
-  int ldb;
-  const Buf *C; /* the C values as they were before the call */
-  size_t coff;
-  int ldc;
-  const Buf *D;
-  size_t doff;
-  int ldd;
-  const Buf *bias;
-};
-
+/* D of r against the reference; returns the number of bad elements. */
 static int compare(const Ref &r, const char *what) {
   int bad = 0;
   for (int j = 0; j < r.n; j++)
     for (int i = 0; i < r.m; i++) {
-      double sum = 0, mag = 0;
-      for (int p = 0; p < r.k; p++) {
-        const double a = r.A->get(r.aoff + (r.ta ? (size_t)i * r.lda + p : (size_t)p * r.lda + i));
-        const double b = r.B->get(r.boff + (r.tb ? (size_t)p * r.ldb + j : (size_t)j * r.ldb + p));
-        sum += a * b;
-        mag += fabs(a * b);
-      }
-      double ref = r.alpha * sum, S = fabs(r.alpha) * mag;
-      if (r.beta != 0) {
-        const double c = r.C->get(r.coff + (size_t)j * r.ldc + i);
-        ref += r.beta * c;
-        S += fabs(r.beta * c);
-      }
-      if (r.bias) {
-        ref += r.bias->get(i);
-        S += fabs(r.bias->get(i));
-      }
-      double tol = (r.k + 4) * ldexp(S, -24);
+      double tol;
+      const double ref = reference(r, i, j, &tol);
       if (r.D->t == CUDA_R_16BF) tol += ldexp(fabs(ref), -8);
       const double got = r.D->get(r.doff + (size_t)j * r.ldd + i);
       if (!(fabs(got - ref) <= tol)) {
@@ -158,7 +110,14 @@ static bool padding_kept(const Buf &before, const Buf &after, size_t off, int m,
 
 /* ---- cuBLASLt, driven the way cuda/gemm_lt.cu does ------------------------------------------- */
 
-enum { EPI_NONE, EPI_BIAS, EPI_BGRADB };
+enum { EPI_NONE, EPI_BIAS, EPI_BGRADB, EPI_GELU, EPI_GELU_AUX, EPI_GELU_BIAS, EPI_GELU_AUX_BIAS,
+       EPI_DGELU };
+static const cublasLtEpilogue_t epilogues[] = {
+    CUBLASLT_EPILOGUE_DEFAULT,   CUBLASLT_EPILOGUE_BIAS,          CUBLASLT_EPILOGUE_BGRADB,
+    CUBLASLT_EPILOGUE_GELU,      CUBLASLT_EPILOGUE_GELU_AUX,      CUBLASLT_EPILOGUE_GELU_BIAS,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU};
+static const char *epi_names[] = {"", " bias", " bgradb", " gelu", " gelu_aux", " gelu_bias",
+                                  " gelu_aux_bias", " dgelu"};
 
 /* BGRADB's output against the column sums of op(B) in double; returns the number of bad sums. */
 static int compare_bgrad(const Buf &B, bool tb, int n, int k, int ldb, const Buf &bg,
@@ -180,20 +139,34 @@ static int compare_bgrad(const Buf &B, bool tb, int n, int k, int ldb, const Buf
   return bad;
 }
 
+/* The GELU epilogues' aux matrix has a leading dimension of m rounded up to 8, plus aux_pad (a
+ * multiple of 8); gelu: SCDINO_EMU_LT_GELU for the call (NULL: unset). */
 static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, cudaDataType_t abt,
                     cudaDataType_t dt, float alpha, float beta, int epi, bool separate_c,
-                    bool null_algo) {
+                    bool null_algo, int aux_pad = 0, const char *gelu = NULL) {
   char what[200];
-  const bool with_bias = epi == EPI_BIAS;
-  snprintf(what, sizeof what,
-           "Lt %s%s m%d n%d k%d %s->%s alpha %g beta %g%s%s%s", ta ? "T" : "N", tb ? "T" : "N", m,
-           n, k, tname(abt), tname(dt), alpha, beta,
-           epi == EPI_BIAS ? " bias" : epi == EPI_BGRADB ? " bgradb" : "",
+  const bool with_bias = epi == EPI_BIAS || epi == EPI_GELU_BIAS || epi == EPI_GELU_AUX_BIAS;
+  const bool is_gelu = epi >= EPI_GELU && epi <= EPI_GELU_AUX_BIAS;
+  const bool aux_out = epi == EPI_GELU_AUX || epi == EPI_GELU_AUX_BIAS, aux_in = epi == EPI_DGELU;
+  const int auxld = (m + 7) / 8 * 8 + aux_pad;
+  int v = GELU_TANH;
+  for (int x = 0; x < 3; x++)
+    if (gelu && !strcmp(gelu, gelu_env[x])) v = x;
+  snprintf(what, sizeof what, "Lt %s%s m%d n%d k%d %s->%s alpha %g beta %g%s%s%s", ta ? "T" : "N",
+           tb ? "T" : "N", m, n, k, tname(abt), tname(dt), alpha, beta, epi_names[epi],
            separate_c ? " C!=D" : "", null_algo ? " algo NULL" : "");
+  if (is_gelu || aux_in)
+    snprintf(what + strlen(what), sizeof what - strlen(what), " aux_ld %d SCDINO_EMU_LT_GELU=%s",
+             auxld, gelu ? gelu : "(unset)");
   const int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
   const int lda = arows + 3, ldb = brows + 1, ldd = m + 2, ldc = separate_c ? m + 5 : ldd;
   Buf A(abt, (size_t)lda * acols), B(abt, (size_t)ldb * bcols), D(dt, (size_t)ldd * n);
   Buf C(dt, separate_c ? (size_t)ldc * n : 1), bias(dt, m), decoy(dt, m), bgrad(dt, n + 1);
+  Buf aux(dt, (size_t)auxld * n), aux_decoy(dt, 8);
+  if (aux_in) /* GELU inputs over the range where the GELUs differ and beyond */
+    for (size_t x = 0; x < (size_t)auxld * n; x++) aux.set(x, 4 * uniform());
+  else
+    aux.fill_nan(); /* only written, and only by the _AUX epilogues */
   A.fill_random();
   B.fill_random();
   bias.fill_random();
@@ -207,7 +180,11 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   } else {
     D.fill_random();
   }
-  const Buf D0 = D, C0 = C;
+  const Buf D0 = D, C0 = C, aux0 = aux;
+  if (gelu)
+    setenv("SCDINO_EMU_LT_GELU", gelu, 1);
+  else
+    unsetenv("SCDINO_EMU_LT_GELU");
 
   cublasLtMatmulDesc_t op;
   CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -215,11 +192,20 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   if (epi != EPI_NONE) {
-    const cublasLtEpilogue_t e = epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const cublasLtEpilogue_t e = epilogues[epi];
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
     /* gemm_lt sets one bias for the heuristic and the call's own before each matmul */
     const void *p = decoy.p();
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p));
+  }
+  if (is_gelu || aux_in) { /* an aux pointer too, which GELU and GELU_BIAS must leave alone */
+    void *p = aux_decoy.p();
+    const int64_t l = auxld;
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof p));
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &l, sizeof l));
+    const int32_t t = aux_pad ? (int32_t)dt : -1; /* D's type, said or left to the default */
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &t,
+                                      sizeof t));
   }
   cublasLtMatrixLayout_t la, lb, lc, ld;
   CK(cublasLtMatrixLayoutCreate(&la, abt, arows, acols, lda));
@@ -245,8 +231,12 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
         found, (int)res.state);
   CK(cublasLtMatmulPreferenceDestroy(pref));
   if (epi != EPI_NONE) {
-    const void *p = epi == EPI_BIAS ? bias.p() : bgrad.p();
+    const void *p = epi == EPI_BGRADB ? bgrad.p() : bias.p();
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p));
+  }
+  if (is_gelu || aux_in) {
+    void *p = aux.p();
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof p));
   }
   const cublasLtMatmulAlgo_t algo = res.algo; /* copied, as the plan cache does */
   std::vector<unsigned char> workspace(64);
@@ -255,9 +245,21 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
                     (cudaStream_t)0));
   Ref r = {ta, tb, m, n, k, alpha, beta, &A, 0, lda, &B, 0, ldb,
            separate_c ? &C0 : &D0, 0, ldc, &D, 0, ldd, with_bias ? &bias : NULL};
-  const int bad = compare(r, what);
+  const int bad = is_gelu || aux_in ? compare_gelu(r, what, v, aux_in ? &aux : NULL, auxld)
+                                    : compare(r, what);
   check(bad == 0, "%s: %d elements out of tolerance", what, bad);
   check(padding_kept(D0, D, 0, m, n, ldd), "%s: D padding changed", what);
+  if (aux_out) { /* the GELU input: the sum of compare, rounded to D's type */
+    Ref ra = r;
+    ra.D = &aux;
+    ra.ldd = auxld;
+    const int bada = compare(ra, what);
+    check(bada == 0, "%s: %d aux elements out of tolerance", what, bada);
+    check(padding_kept(aux0, aux, 0, m, n, auxld), "%s: aux padding changed", what);
+  } else if (is_gelu || aux_in) {
+    check(aux.bytes == aux0.bytes, "%s: aux changed", what);
+  }
+  unsetenv("SCDINO_EMU_LT_GELU");
   if (epi == EPI_BGRADB) {
     const int badg = compare_bgrad(B, tb, n, k, ldb, bgrad, what);
     check(badg == 0, "%s: %d bias-gradient sums out of tolerance", what, badg);
@@ -313,8 +315,9 @@ static void test_batched(cublasHandle_t h, bool ta, bool tb, int m, int n, int k
 
 /* ---- loud failures ----------------------------------------------------------------------------- */
 
-/* Runs f in a child; it must abort with stderr starting "cublas_emu: <fn>: unsupported". */
-static void expect_abort(const char *fn, void (*f)(void)) {
+/* Runs f in a child; it must abort with stderr starting "cublas_emu: <fn>: unsupported" (and
+ * containing `also`, if given). */
+void expect_abort(const char *fn, void (*f)(void), const char *also) {
   int pfd[2];
   if (pipe(pfd)) {
     perror("pipe");
@@ -337,12 +340,13 @@ static void expect_abort(const char *fn, void (*f)(void)) {
   int status = 0;
   waitpid(pid, &status, 0);
   const std::string want = std::string("cublas_emu: ") + fn + ": unsupported";
-  check(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && err.compare(0, want.size(), want) == 0,
-        "%s: expected an abort with \"%s...\", got status %d, stderr \"%s\"", fn, want.c_str(),
-        status, err.c_str());
+  const bool said = err.compare(0, want.size(), want) == 0 && (!also || err.find(also) != err.npos);
+  check(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && said,
+        "%s: expected an abort with \"%s...%s\", got status %d, stderr \"%s\"", fn, want.c_str(),
+        also ? also : "", status, err.c_str());
 }
 
-static cublasLtMatmulDesc_t new_desc(void) {
+cublasLtMatmulDesc_t new_desc(void) {
   cublasLtMatmulDesc_t d;
   CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   return d;
@@ -419,7 +423,6 @@ static void abort_batched_tf32_compute(void) {
                       2, &zero, pc, CUDA_R_32F, 2, 1, CUBLAS_COMPUTE_32F_FAST_TF32,
                       CUBLAS_GEMM_DEFAULT);
 }
-
 /* BGRADB with alpha != 1: the emulator cannot know whether alpha scales the sums. */
 static void abort_bgradb_alpha(void) {
   cublasLtHandle_t lt;
@@ -568,13 +571,40 @@ int main(void) {
         test_batched(h, ta, tb, s[0], s[1], s[2], c[0], c[1], 0.125f, 0.0f, 3);
         test_batched(h, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, 1);
         test_batched(h, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, 2);
+        /* the GELU epilogues with the default GELU (tanh): the forward's with its aux (beta 0,
+         * and 1 in place), the backward's DGELU, aux_ld above m (8 or 16 more) in some */
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_GELU, false, false, 0,
+                NULL);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_GELU_BIAS, true, true, 0,
+                "tanh");
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_GELU_AUX, false, false, 8,
+                NULL);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_GELU_AUX_BIAS, false,
+                false, 0, NULL);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_GELU_AUX_BIAS, false,
+                true, 16, NULL);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], -0.75f, 1.0f, EPI_GELU_AUX_BIAS, true,
+                false, 8, "tanh");
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_DGELU, false, false, 0,
+                NULL);
+        test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_DGELU, true, true, 8,
+                NULL);
+        /* the other two GELUs the knob selects */
+        for (const char *g : {"erf", "wrong"}) {
+          test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 0.0f, EPI_GELU_AUX_BIAS, false,
+                  false, 8, g);
+          test_lt(lt, ta, tb, s[0], s[1], s[2], c[0], c[1], 1.0f, 1.0f, EPI_DGELU, true, false, 0,
+                  g);
+        }
       }
   test_rounding(lt);
   test_invalid(lt, h);
   test_bgrad_decline(lt);
+  test_gelu(lt);
 
   expect_abort("cublasLtMatmulDescSetAttribute", abort_relu_epilogue);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_bgrada_epilogue);
+  test_gelu_aborts(); /* test_cublas_emu_gelu.cc */
   expect_abort("cublasLtMatmul", abort_bgradb_alpha);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_pointer_mode);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_bias_type);

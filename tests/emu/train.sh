@@ -5,6 +5,7 @@
 # restart, the second epoch equal bit for bit to two epochs in one run); a bias-gradient epilogue
 # whose sums are wrong (SCDINO_EMU_LT_BGRADB=wrong), caught by the backend's check with one warning,
 # the run then the same bit for bit as one with the column-sum kernel (SCDINO_CUDA_BGRAD=kernel);
+# the tanh GELU in cuBLASLt's epilogues, tracking the run with GELU kernels;
 # and a NaN in one rank's gradient, found by the GPU's norms after the NCCL all-reduce, ending both
 # ranks with status 1 through comm_exit_all (which aborts the NCCL communicator).
 . "$top_srcdir/tests/lib.sh"
@@ -41,6 +42,23 @@ nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'bias-gradient epilogue')" = 1 ] || fail "the wrong epilogue was not said exactly once"
 expect_grep 'Epoch \[0/1\] it 5/5'
 ckpt_same kernel/checkpoint.h5 wrong/checkpoint.h5
+
+# One rank, bf16, the GELU in tanh form: computed in cuBLASLt's epilogues (the stand-in's GELU is
+# the tanh form), said in the log; the run tracks the one with GELU kernels (SCDINO_CUDA_GELU=kernel)
+# to bf16 rounding.
+tanh_deck() { train_deck "$1" epochs=1 batch_size_per_rank=8 log_every=1 | cuda | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/"; }
+tanh_deck gk >gk.nml
+expect_exit 0 env SCDINO_CUDA_GELU=kernel "$exe" gk.nml
+expect_grep 'GELU tanh$'
+tanh_deck ge >ge.nml
+expect_exit 0 "$exe" ge.nml
+expect_grep 'GELU tanh \(in the MLP.s GEMMs\)$'
+expect_grep 'Epoch \[0/1\] it 5/5'
+nchecks=$((nchecks + 1))
+if ! "$top_builddir/tests/ckpt_compare" -r 0.5 -g 0.005 -k 0.01 ge/checkpoint.h5 gk/checkpoint.h5 /student /teacher >cmp.out 2>&1; then
+  fail "GELU in the epilogue: the weights left the kernels' run"
+  sed 's/^/    | /' cmp.out >&2
+fi
 
 # Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
 if [ "$MPIEXEC" != none ]; then

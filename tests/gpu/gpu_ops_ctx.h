@@ -17,7 +17,9 @@ extern char tag[32];  /* the precision (and attention) being run, for check name
 
 /* test_gpu_fused.c: the fused ops against the plain ones (bit for bit) and the CPU. */
 void check_fused_residual_ln(int B, int rps, int D, int with_s);
-void check_gelu_bias(int rows, int cols);
+void check_gelu_bias(int rows, int cols, int ap);
 void check_adamw_copies(void);
+/* test_gpu_gelu_gemm.c: GELU in the GEMMs, against the CPU's pairs (emulated: every probe verdict). */
+void check_gelu_gemm(int emulated);
 
 #endif

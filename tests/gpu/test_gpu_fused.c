@@ -112,19 +112,19 @@ void check_fused_residual_ln(int B, int rps, int D, int with_s) {
 /* GELU's backward with fc1's bias gradient: the GPU's gelu_bwd and linear_bwd's db in turn bit
  * for bit (the same column-sum order), the CPU's fused op to the tolerance.  In place, as vit.c
  * runs it. */
-void check_gelu_bias(int rows, int cols) {
+void check_gelu_bias(int rows, int cols, int ap) {
   char nm[128];
   const size_t n = (size_t)rows * cols;
   float *x = gpu_randu(&R, n, -6.0f, 6.0f), *gy = gpu_randn(&R, n, 1.0f), *b0 = gpu_randn(&R, cols, 1.0f);
   void *dxa = gpu_act_up(g, x, n), *d1 = gpu_act_up(g, gy, n), *d2 = gpu_act_up(g, gy, n);
   float *db1 = gpu_f32_up(g, b0, cols), *db2 = gpu_f32_up(g, b0, cols);
-  g->gelu_bwd(d1, d1, dxa, n);
+  g->gelu_bwd(d1, d1, dxa, n, ap);
   g->linear_bwd(NULL, NULL, db1, d1, NULL, NULL, rows, cols, 1);
-  g->gelu_bwd_bias(d2, db2, d2, dxa, rows, cols);
-  act_same(NAME(nm, "%s gelu_bwd_bias %dx%d: dx = gelu_bwd's", tag, rows, cols), d2, d1, n);
+  g->gelu_bwd_bias(d2, db2, d2, dxa, rows, cols, ap);
+  act_same(NAME(nm, "%s gelu_bwd_bias %dx%d (approx %d): dx = gelu_bwd's", tag, rows, cols, ap), d2, d1, n);
   f32_same(NAME(nm, "%s gelu_bwd_bias: db = linear_bwd's", tag), db2, db1, cols);
   float *dxr = gpu_zeros(n), *dbr = gpu_dup(b0, cols), *h = gpu_zeros(n), *hb = gpu_zeros(cols);
-  cpu->gelu_bwd_bias(dxr, dbr, gy, x, rows, cols);
+  cpu->gelu_bwd_bias(dxr, dbr, gy, x, rows, cols, ap);
   gpu_act_down(g, h, d2, n);
   gpu_f32_down(g, hb, db2, cols);
   gpu_cmp(NAME(nm, "%s gelu_bwd_bias dx vs CPU", tag), h, dxr, n, TOL);

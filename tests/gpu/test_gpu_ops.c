@@ -404,24 +404,25 @@ static void check_attention(int B, int N, int H, int hd) {
 
 /* ---- elementwise -------------------------------------------------------------------------------- */
 
-static void check_gelu(size_t n) {
+/* GELU in form ap (0 exact, 1 tanh) */
+static void check_gelu(size_t n, int ap) {
   char nm[128];
   float *x = gpu_randu(&R, n, -6.0f, 6.0f), *gy = gpu_randn(&R, n, 1.0f);
   void *dx = gpu_act_up(g, x, n), *dgy = gpu_act_up(g, gy, n);
   void *dy = g->alloc(n * g->act_size);
   gpu_act_poison(g, dy, n);
   float *y = gpu_zeros(n), *yr = gpu_zeros(n);
-  g->gelu_fwd(dy, dx, n);
-  cpu->gelu_fwd(yr, x, n);
+  g->gelu_fwd(dy, dx, n, ap);
+  cpu->gelu_fwd(yr, x, n, ap);
   gpu_act_down(g, y, dy, n);
-  gpu_cmp(NAME(nm, "%s gelu_fwd n=%zu", tag, n), y, yr, n, TOL);
-  g->gelu_fwd(dx, dx, n); /* in place */
+  gpu_cmp(NAME(nm, "%s gelu_fwd (approx %d) n=%zu", tag, ap, n), y, yr, n, TOL);
+  g->gelu_fwd(dx, dx, n, ap); /* in place */
   gpu_act_down(g, y, dx, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd in place", tag), y, yr, n, TOL);
   g->free(dx);
   dx = gpu_act_up(g, x, n);
-  g->gelu_bwd(dgy, dgy, dx, n); /* dx may alias dy */
-  cpu->gelu_bwd(yr, gy, x, n);
+  g->gelu_bwd(dgy, dgy, dx, n, ap); /* dx may alias dy */
+  cpu->gelu_bwd(yr, gy, x, n, ap);
   gpu_act_down(g, y, dgy, n);
   gpu_cmp(NAME(nm, "%s gelu_bwd in place", tag), y, yr, n, TOL);
   /* arrays one element off 16-byte alignment go element by element: the same numbers as the
@@ -435,15 +436,15 @@ static void check_gelu(size_t n) {
   g->act_from_f32(ud1, fgy, n);
   gpu_act_poison(g, uy1, n);
   gpu_act_poison(g, dy, n);
-  g->gelu_fwd(uy1, ux1, n);
-  g->gelu_fwd(dy, dx, n);
+  g->gelu_fwd(uy1, ux1, n, ap);
+  g->gelu_fwd(dy, dx, n, ap);
   gpu_act_down(g, y, uy1, n);
   gpu_act_down(g, ya, dy, n);
   gpu_cmp_exact(NAME(nm, "%s gelu_fwd unaligned = aligned", tag), y, ya, n);
   gpu_act_poison(g, uy1, n);
   gpu_act_poison(g, dy, n);
-  g->gelu_bwd(uy1, ud1, ux1, n);
-  g->gelu_bwd(dy, dgy2, dx, n);
+  g->gelu_bwd(uy1, ud1, ux1, n, ap);
+  g->gelu_bwd(dy, dgy2, dx, n, ap);
   gpu_act_down(g, y, uy1, n);
   gpu_act_down(g, ya, dy, n);
   gpu_cmp_exact(NAME(nm, "%s gelu_bwd unaligned = aligned", tag), y, ya, n);
@@ -719,9 +720,12 @@ static void run_all(const char *precision) {
   }
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
-  check_gelu(10007);
-  check_gelu_bias(300, 1152); /* 16-byte vectors, 3 chunks of rows, a part strip */
-  check_gelu_bias(37, 13);    /* one element at a time */
+  for (int ap = 0; ap < 2; ap++) {
+    check_gelu(10007, ap);
+    check_gelu_bias(300, 1152, ap); /* 16-byte vectors, 3 chunks of rows, a part strip */
+    check_gelu_bias(37, 13, ap);    /* one element at a time */
+  }
+  check_gelu_gemm(emulated);
   check_residual(3, 5, 48, 0);
   check_residual(3, 5, 48, 1);
   check_dino_loss(3, 4, 2, 1000);
