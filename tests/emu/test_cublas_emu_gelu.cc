@@ -15,6 +15,13 @@
 const char *gelu_env[3] = {"tanh", "erf", "wrong"};
 
 /* The three GELUs and their derivatives, in double. */
+/* The epilogue e on d, with the aux matrix at aux (leading dimension ld). */
+static void set_epilogue(cublasLtMatmulDesc_t d, cublasLtEpilogue_t e, const void *aux, int64_t ld) {
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+}
+
 static double gelu_ref(int v, double x) {
   if (v == GELU_ERF) return 0.5 * x * erfc(-x / sqrt(2.0));
   if (v == GELU_SIGMOID) return x / (1 + exp(-1.702 * x));
@@ -125,12 +132,7 @@ static void gelu_probe(cublasLtHandle_t lt, cudaDataType_t t, bool grad, Buf *D)
   B.set(0, 1.0);
   D->fill_nan();
   cublasLtMatmulDesc_t d = new_desc();
-  const cublasLtEpilogue_t e = grad ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_GELU;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-  void *pa = aux.p();
-  const int64_t l = 8;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pa, sizeof pa));
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &l, sizeof l));
+  set_epilogue(d, grad ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_GELU, aux.p(), 8);
   cublasLtMatrixLayout_t la, lb, ld;
   CK(cublasLtMatrixLayoutCreate(&la, t, 8, 1, 8));
   CK(cublasLtMatrixLayoutCreate(&lb, t, 1, 1, 1));
@@ -197,12 +199,7 @@ static void test_gelu_float_sum(cublasLtHandle_t lt) {
   aux.fill_nan();
   D.fill_nan();
   cublasLtMatmulDesc_t d = new_desc();
-  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_GELU_AUX;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-  void *pa = aux.p();
-  const int64_t l = 8;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pa, sizeof pa));
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &l, sizeof l));
+  set_epilogue(d, CUBLASLT_EPILOGUE_GELU_AUX, aux.p(), 8);
   cublasLtMatrixLayout_t la, lb, ld;
   CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, 2, 2, 2));
   CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, 2, 1, 2));
@@ -257,12 +254,7 @@ static void test_gelu_decline(cublasLtHandle_t lt) {
           "epilogue %d with SCDINO_EMU_LT_GELU=decline: status %d, found %d", (int)ed, (int)st,
           found);
   }
-  e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-  void *pa = x + 32;
-  const int64_t al = 8;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pa, sizeof pa));
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &al, sizeof al));
+  set_epilogue(d, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, x + 32, 8);
   fflush(stderr);
   const int saved = dup(2), null = open("/dev/null", O_WRONLY);
   dup2(null, 2);
@@ -317,15 +309,10 @@ static void test_gelu_invalid(cublasLtHandle_t lt) {
   };
   for (auto &c : cases) {
     cublasLtMatmulDesc_t d = new_desc();
-    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.e, sizeof c.e));
     const void *pb = bias.p();
     CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pb, sizeof pb));
     aux.fill_random(); /* DGELU reads it */
-    void *pa = c.auxoff == SIZE_MAX ? NULL : aux.at(c.auxoff);
-    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pa,
-                                      sizeof pa));
-    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &c.auxld,
-                                      sizeof c.auxld));
+    set_epilogue(d, c.e, c.auxoff == SIZE_MAX ? NULL : aux.at(c.auxoff), c.auxld);
     D.fill_nan();
     const Buf aux0 = aux;
     float one = 1, zero = 0;
