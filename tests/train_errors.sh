@@ -39,23 +39,24 @@ expect_grep "does not fit the model of this deck: key 'num_heads' is 2 in the ch
 train_deck g epochs=1 warmup_epochs=0 batch_size_per_rank=4 init_from="'base/checkpoint.h5'" | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/" >g.nml
 expect_exit 3 "$SCDINO" g.nml
 expect_grep "does not fit the model of this deck: key 'gelu_approximate' is 'none' in the checkpoint but 'tanh' for this deck \(&model gelu_approximate\)"
-train_deck t epochs=2 warmup_epochs=0 batch_size_per_rank=4 max_steps=2 | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/" >t.nml
-expect_exit 0 "$SCDINO" t.nml
+train_deck gt epochs=2 warmup_epochs=0 batch_size_per_rank=4 max_steps=2 | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/" >gt.nml
+expect_exit 0 "$SCDINO" gt.nml
 expect_grep 'norm_last_layer true; GELU tanh$'
-out=$(h5dump -a /gelu_approximate t/checkpoint.h5)
+out=$(h5dump -a /gelu_approximate gt/checkpoint.h5)
 expect_grep '"tanh"'
-# The forms differ by at most 4.7e-4: two steps leave the weights within 1e-3 of the exact form's.
-train_deck e epochs=2 warmup_epochs=0 batch_size_per_rank=4 max_steps=2 >e.nml
-expect_exit 0 "$SCDINO" e.nml
+# The forms differ by at most 4.7e-4: two steps leave the weights within 1e-5 of the exact form's
+# (measured: 9e-8 of the student, 1e-9 of the teacher), and not equal to them.
+train_deck ge epochs=2 warmup_epochs=0 batch_size_per_rank=4 max_steps=2 >ge.nml
+expect_exit 0 "$SCDINO" ge.nml
 nchecks=$((nchecks + 1))
-if ! "$top_builddir/tests/ckpt_compare" -r 1 -g 1e-3 -k 1 t/checkpoint.h5 e/checkpoint.h5 /student /teacher >cmp.out 2>&1; then
+if ! "$top_builddir/tests/ckpt_compare" -r 1 -g 1e-5 -k 1 gt/checkpoint.h5 ge/checkpoint.h5 /student /teacher >cmp.out 2>&1; then
   fail "the tanh form's weights left the exact form's"
   sed 's/^/    | /' cmp.out >&2
 fi
-"$top_builddir/tests/ckpt_compare" -r 1 -g 1e-9 -k 1 t/checkpoint.h5 e/checkpoint.h5 /student >/dev/null 2>&1 &&
+"$top_builddir/tests/ckpt_compare" -r 1 -g 1e-9 -k 1 gt/checkpoint.h5 ge/checkpoint.h5 /student >/dev/null 2>&1 &&
   fail "the tanh and exact forms trained the same weights"
-train_deck t epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. >t2.nml
-expect_exit 3 "$SCDINO" t2.nml
+train_deck gt epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. >gt2.nml
+expect_exit 3 "$SCDINO" gt2.nml
 expect_grep "key 'gelu_approximate' is 'tanh' in the checkpoint but 'none' for this deck"
 
 # One block less: the extra tensor is named.
