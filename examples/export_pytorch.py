@@ -81,6 +81,12 @@ def export(src, dst, with_optimizer=True):
                                       "batch_size_per_rank", "world_size", "epochs") if k in f.attrs}
         if "norm_last_layer" in hp:
             hp["norm_last_layer"] = bool(hp["norm_last_layer"])
+        gelu = attr(f, "gelu_approximate", "none")
+        hp["gelu_approximate"] = gelu
+        if gelu != "none":
+            print(f"export_pytorch.py: warning: {src} was trained with GELU approximate={gelu!r}; "
+                  "upstream's ViT uses the exact GELU, so its outputs from these weights differ "
+                  "slightly (build the model with nn.GELU(approximate='tanh') to match)", file=sys.stderr)
         if "channels" in f.attrs:
             hp["selected_channels"] = [int(c) for c in np.atleast_1d(f.attrs["channels"])]
         # Upstream's argument names where they differ.

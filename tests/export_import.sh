@@ -31,6 +31,7 @@ assert order[-2:] == ["head.last_layer.weight_g", "head.last_layer.weight_v"], o
 assert tuple(t["backbone.patch_embed.proj.weight"].shape) == (16, 3, 4, 4)
 assert tuple(ck["dino_loss"]["center"].shape) == (1, 64)
 assert ck["epoch"] == 1 and ck["args"].embed_dim == 16 and ck["args"].norm_last_layer is True
+assert ck["args"].gelu_approximate == "none", ck["args"].gelu_approximate
 assert ck["args"].selected_channels == [0, 1, 2]
 with h5py.File("base/checkpoint.h5", "r") as f:
     for k, v in t.items():
