@@ -21,7 +21,8 @@ done
 cd "$top_srcdir" || exit 99 # run.sh runs from the repository root
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
   SCDINO_GPU_BENCH_ARGS="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 4 -s 1 -w 0" \
-  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M bash tests/gpu/run.sh "$dir/pack" tests bench train busbw
+  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" tests bench extra \
+  train busbw
 out=$(cat "$dir/out/summary.txt" 2>&1)
 for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu_augment test_gpu_nccl \
          test_optim_update; do
@@ -44,7 +45,22 @@ expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 expect_grep '^tanh GELU in the GEMMs: 1$'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
-expect_nogrep 'FAIL|failed:|TIMEOUT'
+expect_nogrep 'FAIL|failed:|TIMEOUT|skipped'
+# A later call with the same OUT: the extra stage again replaces only its own lines of results.txt.
+n_before=$(grep -c '^scdino-bf16 \|^scdino-bf16-tanh ' "$dir/out/results.txt")
+expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
+  SCDINO_GPU_BENCH_ARGS="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 4 -s 1 -w 0" \
+  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" extra
+nchecks=$((nchecks + 1))
+[ "$n_before" = 2 ] && [ "$(grep -c '^scdino-bf16 \|^scdino-bf16-tanh ' "$dir/out/results.txt")" = 2 ] &&
+  [ "$(grep -c '^scdino-bf16-flash ' "$dir/out/results.txt")" = 1 ] ||
+  fail "results.txt after a second call: $(cut -d' ' -f1 "$dir/out/results.txt" | paste -sd' ')"
+# A budget the runs do not fit in: each skipped run is said, nothing runs past it.
+expect_exit 0 env OUT="$dir/out2" TMPDIR="$dir" SCDINO_GPU_BUDGET=20 bash tests/gpu/run.sh "$dir/pack" tests bench
+out=$(cat "$dir/out2/summary.txt" 2>&1)
+expect_grep '^skipped, the time budget \(20s\) would not hold it: test_gpu_ops$'
+expect_grep '^skipped, the time budget \(20s\) would not hold it: gpu_train_bench scdino-bf16$'
+expect_nogrep 'PASS|RESULT'
 # The goals stage judges results.txt: the fastest bf16 run at batch 64 (the flash one here, not
 # the larger batch) over PyTorch's, on the model step, the full step alongside.
 cat > "$dir/out/results.txt" <<'EOF'

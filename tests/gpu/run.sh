@@ -4,15 +4,17 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
-#   STAGE     tests | bench | torch | train | busbw | goals | all (default all = every stage)
+#   STAGE     tests | bench | torch | extra | train | busbw | goals | all (default all = every
+#             stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
-#             bench  bench/gpu_train_bench: bf16 and fp32 at batch 64 (bf16 with each attention,
-#                    with the bias gradients by the column-sum kernel, and with the tanh GELU,
-#                    in cuBLASLt's epilogues where the library computes it), ViT-B/16 in bf16 at
-#                    batch 64, then the largest batch that fits (bf16)
-#             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64 (and with the
+#             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU and with the
+#                    tanh GELU (in cuBLASLt's epilogues where the library computes it)
+#             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64 (then with the
 #                    tanh GELU, to set against scdino's)
+#             extra  more gpu_train_bench runs: bf16 with the other two attentions, with the bias
+#                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
+#                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
@@ -29,11 +31,16 @@
 #   SCDINO_GPU_BENCH_ARGS  options appended to every gpu_train_bench run (e.g. a smaller model)
 #   SCDINO_GPU_BATCHES     the batches tried for the largest that fits (default 96 ... 512)
 #   SCDINO_GPU_BUSBW_MAX   the largest all-reduce of the busbw stage (default 1G)
+#   SCDINO_GPU_BUDGET      seconds the whole script keeps to (default 540: the device tool stops a
+#                          command after 600 s); a run that would not fit in what is left is
+#                          skipped and said (run its stage again in another call); 0: no limit
+# results.txt keeps the lines of stages not run this time (a session split over calls with one
+# OUT): bench and extra replace the scdino lines they run, torch the torch lines.
 set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests bench torch train busbw goals"
+[ "$stages" = all ] && stages="tests bench torch extra train busbw goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -83,6 +90,21 @@ export LD_LIBRARY_PATH="${cudnn_dir:+$cudnn_dir:}$base_ld"
 export SCDINO_TESTDATA=$PWD/tests/data OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+budget=${SCDINO_GPU_BUDGET:-540}
+# afford LABEL SECONDS: whether a run that may take that long fits in the budget (else said, 1);
+# limit SECONDS: that timeout, cut to what is left of the budget.
+afford() {
+  [ "$budget" = 0 ] && return 0
+  [ $((budget - SECONDS)) -ge "$2" ] && return 0
+  note "skipped, the time budget (${budget}s) would not hold it: $1"
+  return 1
+}
+limit() {
+  local l=$1
+  [ "$budget" != 0 ] && [ $((budget - SECONDS)) -lt "$l" ] && l=$((budget - SECONDS))
+  [ "$l" -lt 1 ] && l=1
+  echo "$l"
+}
 note "cuDNN for scdino: ${cudnn_ver:-none found} ${cudnn_dir:+in $cudnn_dir}"
 {
   echo "== $(date -u) on $(hostname)"
@@ -97,17 +119,18 @@ fi
 # ---- tests ---------------------------------------------------------------------------------------
 run_test() { # name, timeout
   local name=$1 t0 rc outf=$tmp/scdino-gpu-test.out
+  afford "$name" 30 || return 0
   t0=$(date +%s)
   echo "==== $name" >> "$tests_log"
   # Synchronous launches: a sticky CUDA error is reported at the call that caused it.
-  CUDA_LAUNCH_BLOCKING=1 timeout "$2" "$bin/$name" > "$outf" 2>&1
+  CUDA_LAUNCH_BLOCKING=1 timeout "$(limit "$2")" "$bin/$name" > "$outf" 2>&1
   rc=$?
   cat "$outf" >> "$tests_log"
   # A failure: once more under compute-sanitizer's memcheck, when the toolkit has it.
   local cs=/usr/local/cuda/bin/compute-sanitizer
-  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -x "$cs" ]; then
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -x "$cs" ] && afford "$name under compute-sanitizer" 60; then
     echo "==== $name under compute-sanitizer --tool memcheck" >> "$tests_log"
-    timeout 300 "$cs" --tool memcheck --print-limit 20 "$bin/$name" >> "$tests_log" 2>&1
+    timeout "$(limit 300)" "$cs" --tool memcheck --print-limit 20 "$bin/$name" >> "$tests_log" 2>&1
   fi
   local res=FAIL
   case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
@@ -130,64 +153,51 @@ fi
 
 # ---- benchmarks ------------------------------------------------------------------------------------
 results=$out/results.txt
-[[ " $stages " == *" bench "* || " $stages " == *" torch "* ]] && : > "$results"
+touch "$results"
+drop() { grep -v "$1" "$results" > "$results.new"; mv "$results.new" "$results"; }
+[[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-tanh\)\? '
+[[ " $stages " == *" extra "* ]] && drop '^scdino-\(bf16-flash\|bf16-cudnn\|bf16-bgrad-kernel\|bf16-tanh-kernel\|fp32\|vitb-bf16\|bf16-b[0-9]*\) '
+[[ " $stages " == *" torch "* ]] && drop '^torch-'
 bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
   local label=$1 outf=$tmp/scdino-gpu-bench.out
   shift
+  afford "gpu_train_bench $label" 60 || return 90
   echo "==== gpu_train_bench $*" >> "$bench_log"
   # shellcheck disable=SC2086
-  timeout 300 "$bin/gpu_train_bench" "$@" ${SCDINO_GPU_BENCH_ARGS:-} > "$outf" 2>&1
+  timeout "$(limit 300)" "$bin/gpu_train_bench" "$@" ${SCDINO_GPU_BENCH_ARGS:-} > "$outf" 2>&1
   local rc=$?
   cat "$outf" >> "$bench_log"
   if [ $rc = 0 ]; then echo "$label $(grep '^RESULT' "$outf" | tail -1)" >> "$results"; fi
   grep '^profiled model step' "$outf" | while read -r l; do note "$label: $l"; done
   return $rc
 }
+# The communicator: NCCL, or MPI (-M) when NCCL could not start (one rank, no network?), as the
+# first run found (bench stage) or as results.txt says (a later call's extra stage).
+m=""
+grep -q '^scdino-bf16-mpi ' "$results" && m=-M
 if [[ " $stages " == *" bench "* ]]; then
-  ok=0 m=""
-  if bench "scdino-bf16" -B 64 -P bf16 -x; then ok=1
-  else # NCCL could not start (one rank, no network?): the MPI communicator, and say so
+  bench "scdino-bf16" -B 64 -P bf16 -x
+  rc=$?
+  if [ $rc != 0 ] && [ $rc != 90 ]; then
     note "gpu_train_bench with NCCL failed: $(tail -1 "$bench_log"); again with MPI (-M)"
     m=-M
-    bench "scdino-bf16-mpi" -B 64 -P bf16 -x $m && ok=1
+    bench "scdino-bf16-mpi" -B 64 -P bf16 -x $m || note "gpu_train_bench failed: $(tail -1 "$bench_log")"
   fi
-  if [ $ok = 1 ]; then
-    # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
-    (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 -x $m)
-    (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
-    grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
-    # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue above
-    (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
-    grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
-    # the tanh GELU: in cuBLASLt's epilogues where the probe finds the library computes it (said
-    # at verbosity 2 only, so the RESULT line's gelu_in_gemm tells), and as kernels to compare
-    bench "scdino-bf16-tanh" -B 64 -P bf16 -s 5 -x -A tanh $m
-    (export SCDINO_CUDA_GELU=kernel; bench "scdino-bf16-tanh-kernel" -B 64 -P bf16 -s 5 -A tanh $m)
-    grep -h "GELU epilogue\|GELU with approximate" "$bench_log" | sort -u | while read -r l; do note "$l"; done
-    note "tanh GELU in the GEMMs: $(grep '^scdino-bf16-tanh ' "$results" | tr ' ' '\n' | sed -n 's/^gelu_in_gemm=//p')"
-    bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
-    # ViT-B/16 at batch 64: its speed and peak memory (the issue asks whether it fits unrecomputed)
-    bench "scdino-vitb-bf16" -B 64 -P bf16 -D 768 -H 12 -s 3 -w 1 $m
-    largest=64
-    for b in ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}; do
-      if bench "scdino-bf16-b$b" -B $b -P bf16 -s 3 -w 1 $m; then largest=$b; else
-        grep -q "out of memory" <(tail -3 "$bench_log") || note "batch $b failed for another reason than memory:"
-        tail -2 "$bench_log" | sed 's/^/    /' >> "$summary"
-        break
-      fi
-    done
-    note "largest batch per GPU that fits (bf16, of 64 ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}): $largest"
-  else
-    note "gpu_train_bench failed: $(tail -1 "$bench_log")"
-  fi
+  # the tanh GELU: in cuBLASLt's epilogues where the probe finds the library computes it (said
+  # at verbosity 2 only, so the RESULT line's gelu_in_gemm tells)
+  bench "scdino-bf16-tanh" -B 64 -P bf16 -s 5 -x -A tanh $m
+  grep -h "GELU epilogue\|GELU with approximate" "$bench_log" | sort -u | while read -r l; do note "$l"; done
+  note "tanh GELU in the GEMMs: $(grep '^scdino-bf16-tanh ' "$results" | tr ' ' '\n' | sed -n 's/^gelu_in_gemm=//p')"
 fi
 if [[ " $stages " == *" torch "* ]]; then
   for gelu in none tanh; do
     for mode in eager compile; do
       label=torch-$mode$([ $gelu = tanh ] && echo -tanh)
+      # torch.compile compiles both networks first: minutes
+      afford "torch_dino_step.py --mode $mode --gelu $gelu" $([ $mode = compile ] && echo 240 || echo 90) || continue
       echo "==== torch_dino_step.py --mode $mode --gelu $gelu" >> "$bench_log"
       # torch loads its own CUDA libraries: no LD_LIBRARY_PATH of ours
-      if env -u LD_LIBRARY_PATH timeout 480 python3 bench/torch_dino_step.py --mode $mode --batch 64 \
+      if env -u LD_LIBRARY_PATH timeout "$(limit 480)" python3 bench/torch_dino_step.py --mode $mode --batch 64 \
         --gelu $gelu >> "$bench_log" 2>&1; then
         echo "$label $(grep '^RESULT' "$bench_log" | tail -1)" >> "$results"
       else
@@ -196,9 +206,34 @@ if [[ " $stages " == *" torch "* ]]; then
     done
   done
 fi
+if [[ " $stages " == *" extra "* ]]; then
+  # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
+  (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 -x $m)
+  (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
+  grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
+  # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue
+  (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
+  grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
+  # the tanh GELU as kernels, against the epilogues of the bench stage
+  (export SCDINO_CUDA_GELU=kernel; bench "scdino-bf16-tanh-kernel" -B 64 -P bf16 -s 5 -A tanh $m)
+  bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
+  # ViT-B/16 at batch 64: its speed and peak memory (the issue asks whether it fits unrecomputed)
+  bench "scdino-vitb-bf16" -B 64 -P bf16 -D 768 -H 12 -s 3 -w 1 $m
+  largest=64
+  for b in ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}; do
+    bench "scdino-bf16-b$b" -B $b -P bf16 -s 3 -w 1 $m
+    rc=$?
+    [ $rc = 0 ] && { largest=$b; continue; }
+    [ $rc = 90 ] && break
+    grep -q "out of memory" <(tail -3 "$bench_log") || note "batch $b failed for another reason than memory:"
+    tail -2 "$bench_log" | sed 's/^/    /' >> "$summary"
+    break
+  done
+  note "largest batch per GPU that fits (bf16, of 64 ${SCDINO_GPU_BATCHES:-96 128 192 256 384 512}): $largest"
+fi
 
 # ---- scdino end to end -----------------------------------------------------------------------------
-if [[ " $stages " == *" train "* ]]; then
+if [[ " $stages " == *" train "* ]] && afford "scdino train" 60; then
   w=$tmp/scdino-train
   rm -rf "$w" && mkdir -p "$w"
   echo "==== scdino train, device = 'cuda'" >> "$tests_log"
@@ -211,7 +246,7 @@ if [[ " $stages " == *" train "* ]]; then
 &training epochs = 2, batch_size_per_rank = 16, log_every = 1, warmup_epochs = 1 /
 &system device = 'cuda' /
 NML
-  if timeout 300 "$bin/scdino" "$w/deck.nml" > "$w/train.out" 2>&1; then
+  if timeout "$(limit 300)" "$bin/scdino" "$w/deck.nml" > "$w/train.out" 2>&1; then
     note "scdino train on the GPU: PASS ($(grep -c 'Epoch .* loss' "$w/train.out") log lines with a loss)"
   else
     note "scdino train on the GPU: FAIL (see tests.log)"
@@ -224,8 +259,9 @@ if [[ " $stages " == *" busbw "* ]]; then
   busbw_log=$out/busbw.log
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   for n in 1 $([ "${ngpu:-0}" -gt 1 ] && echo "$ngpu"); do
+    afford "scdino_allreduce_perf on $n rank(s)" 60 || continue
     echo "==== scdino_allreduce_perf -B nccl, $n rank(s)" >> "$busbw_log"
-    if timeout 300 mpirun.openmpi --oversubscribe -np "$n" "$bin/scdino_allreduce_perf" -B nccl -b 8 -e "${SCDINO_GPU_BUSBW_MAX:-1G}" -f 4 \
+    if timeout "$(limit 300)" mpirun.openmpi --oversubscribe -np "$n" "$bin/scdino_allreduce_perf" -B nccl -b 8 -e "${SCDINO_GPU_BUSBW_MAX:-1G}" -f 4 \
       -n 50 -w 5 -c 10 --json "$out/busbw-np$n.json" >> "$busbw_log" 2>&1; then
       note "NCCL all_reduce on $n rank(s): $(grep -E 'BENCH .* min_size_time' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
       [ "$n" -gt 1 ] && note "  $(grep -E 'BENCH .* max_size_busbw' "$busbw_log" | tail -1 | sed 's/^# BENCH //')"
