@@ -36,5 +36,6 @@ rel=${pack#"$top"/}
 cat <<MSG
 Ready.  On the GPU machine (device tool, from the repository root), with carry = ["$rel"]:
     tests/gpu/run.sh $rel all
-or in two calls of under 10 minutes each: 'tests bench' then 'torch' (see tests/gpu/run.sh).
+It keeps to 540 s (SCDINO_GPU_BUDGET), what the goals need first; runs that did not fit are listed
+in summary.txt as skipped: run their stages in a second call, e.g. 'extra train busbw'.
 MSG
