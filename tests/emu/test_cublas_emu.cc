@@ -438,30 +438,36 @@ static void abort_bgradb_alpha(void) {
   cublasLtMatmul(lt, d, &two, x, l, x, l, &zero, x, l, x, l, NULL, NULL, 0, 0);
 }
 
-/* SCDINO_EMU_LT_BGRADB=decline: no algorithm for BGRADB (NOT_SUPPORTED, none found), the same
- * problem without the epilogue still has one. */
-static void test_bgrad_decline(cublasLtHandle_t lt) {
-  setenv("SCDINO_EMU_LT_BGRADB", "decline", 1);
-  cublasLtMatmulDesc_t d = new_desc();
+cublasStatus_t heuristic_4x4(cublasLtHandle_t lt, cublasLtMatmulDesc_t d, cublasLtEpilogue_t e,
+                             int *found) {
+  if (e != CUBLASLT_EPILOGUE_DEFAULT)
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
   cublasLtMatrixLayout_t l;
   CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 4, 4));
   cublasLtMatmulPreference_t p;
   CK(cublasLtMatmulPreferenceCreate(&p));
   cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
-  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found));
+  *found = -1;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, found);
+  CK(cublasLtMatmulPreferenceDestroy(p));
+  CK(cublasLtMatrixLayoutDestroy(l));
+  return st;
+}
+
+/* SCDINO_EMU_LT_BGRADB=decline: no algorithm for BGRADB (NOT_SUPPORTED, none found), the same
+ * problem without the epilogue still has one. */
+static void test_bgrad_decline(cublasLtHandle_t lt) {
+  setenv("SCDINO_EMU_LT_BGRADB", "decline", 1);
+  cublasLtMatmulDesc_t d = new_desc();
+  int found;
+  CK(heuristic_4x4(lt, d, CUBLASLT_EPILOGUE_DEFAULT, &found));
   check(found == 1, "plain problem with SCDINO_EMU_LT_BGRADB=decline: found %d", found);
-  const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-  found = -1;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found);
+  const cublasStatus_t st = heuristic_4x4(lt, d, CUBLASLT_EPILOGUE_BGRADB, &found);
   check(st == CUBLAS_STATUS_NOT_SUPPORTED && found == 0,
         "BGRADB with SCDINO_EMU_LT_BGRADB=decline: status %d, found %d", (int)st, found);
   unsetenv("SCDINO_EMU_LT_BGRADB");
-  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, &res, &found));
+  CK(heuristic_4x4(lt, d, CUBLASLT_EPILOGUE_BGRADB, &found));
   check(found == 1, "BGRADB without SCDINO_EMU_LT_BGRADB: found %d", found);
-  CK(cublasLtMatmulPreferenceDestroy(p));
-  CK(cublasLtMatrixLayoutDestroy(l));
   CK(cublasLtMatmulDescDestroy(d));
 }
 

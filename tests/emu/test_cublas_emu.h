@@ -92,6 +92,10 @@ void expect_abort(const char *fn, void (*f)(void), const char *also = NULL);
 
 /* A fresh fp32 matmul descriptor (compute and scale type fp32). */
 cublasLtMatmulDesc_t new_desc(void);
+/* The heuristic's answer for a 4 x 4 x 4 fp32 product with d (its epilogue set to e first, unless
+ * e is CUBLASLT_EPILOGUE_DEFAULT): the status, and in *found how many algorithms (-1 before). */
+cublasStatus_t heuristic_4x4(cublasLtHandle_t lt, cublasLtMatmulDesc_t d, cublasLtEpilogue_t e,
+                             int *found);
 
 /* ---- the GELU epilogues (test_cublas_emu_gelu.cc) -------------------------------------------- */
 
