@@ -15,7 +15,9 @@
  * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in
  * buckets over NCCL as they are produced, clip + AdamW + EMA (optim_update).  Each step ends with
  * the GPU idle, and its wall time is split:
- *   data  = host time in augment_gpu_batch + GPU time of the augmentation kernels (CUDA events);
+ *   data  = from the start of augment_gpu_batch (GPU idle) to the end of its kernels (CUDA events):
+ *           the host's part (copy into pinned memory, crop tables; also printed alone), the upload
+ *           and the kernels;
  *   comm  = time blocked waiting for NCCL after backward and for the centre (exposed, not hidden);
  *   compute = the rest (forward, loss, backward, optimizer, launch overheads).
  * Then the same steps again without augmentation (the last crops reused): the "model" step time,
@@ -26,7 +28,7 @@
  * The model step is also set against its floor (bench/ops_traffic.h): for every op, the larger of
  * its FLOPs over that peak and the bytes it must move over the memory bandwidth (-W GB/s, or the
  * datasheet's: 3352 on H100 SXM, 2000 PCIe, 4800 on H200), summed over the step's ops; with -x, each kind of op's GPU time next
- * to its floor and the bandwidth its ops reached.
+ * to its floor and the bandwidth its ops reached, and every op (backend function) by GPU time.
  * Out-of-memory ends the run with status 1 and a message (tests/gpu/run.sh uses that to find the
  * largest batch that fits).  Then "RESULT key=value ..." for tests/gpu/run.sh, and BENCH lines
  * (bench/bench_result.h) named gpu_train.PRECISION.ATTENTION[.Ngpu] for bench/run_all. */
@@ -212,6 +214,7 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventCreate(&eb));
   const int total = warm + steps;
   double *t_step = calloc((size_t)total, sizeof(double)), *t_data = calloc((size_t)total, sizeof(double));
+  double *t_dhost = calloc((size_t)total, sizeof(double));
   double *t_comm = calloc((size_t)total, sizeof(double)), *t_model = calloc((size_t)total, sizeof(double));
   float *gl = NULL, *lc = NULL;
   double last_loss = 0;
@@ -250,6 +253,10 @@ int main(int argc, char **argv) {
       }
       if (profiling) {
         struct ops_profile pf;
+        if (rank == 0) {
+          printf("profiled model step, ops by GPU time:\n");
+          backend_cuda_profile_report(stdout, 0);
+        }
         ops->profile(&pf, 1);
         backend_cuda_set_profiling(0);
         if (rank == 0) {
@@ -265,24 +272,29 @@ int main(int argc, char **argv) {
         }
         continue;
       }
-      const double step = t1 - t0, data = (augment_gpu_host_seconds(ag) - h0) + aug_ms * 1e-3;
+      /* The GPU is idle at event ea (ops->sync above), so ea to eb spans the host's part of the
+       * augmentation (copy into pinned memory, crop tables), the upload and the kernels. */
+      const double step = t1 - t0, data = aug_ms * 1e-3, data_host = augment_gpu_host_seconds(ag) - h0;
       const double comm = gc->wait_seconds - c0;
       if (phase == 0) {
         t_step[it] = step;
         t_data[it] = data;
+        t_dhost[it] = data_host;
         t_comm[it] = comm;
       } else {
         t_model[it] = step;
         ops_traffic_read(&tr, 0); /* every model-only step calls the same ops */
       }
       if (rank == 0 && (phase == 0 || it == total - 1))
-        printf("%s step %2d%s: %.1f ms (data %.1f, compute %.1f, comm %.1f); loss %.4f\n",
+        printf("%s step %2d%s: %.1f ms (data %.1f of which host %.1f, compute %.1f, comm %.1f); loss %.4f\n",
                phase ? "model-only" : "full", it, it < warm ? " (warm-up)" : "", 1e3 * step, 1e3 * data,
-               1e3 * (step - data - comm), 1e3 * comm, last_loss);
+               1e3 * (phase ? 0 : data_host), 1e3 * (step - data - comm), 1e3 * comm, last_loss);
       if (!isfinite(last_loss)) SCD_FAIL("non-finite loss at step %d", it);
     }
   }
+  if (rank == 0) backend_cuda_gemm_tuning_report();
   const double ts = median(t_step + warm, steps), td = median(t_data + warm, steps);
+  const double tdh = median(t_dhost + warm, steps);
   const double tc = median(t_comm + warm, steps), tm = median(t_model + warm, steps);
   size_t in_use, peak_b, fr, tot;
   backend_cuda_memory(&in_use, &peak_b, &fr, &tot);
@@ -292,6 +304,8 @@ int main(int argc, char **argv) {
            "per GPU, %.1f in all; MFU %.1f%%\n",
            steps, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, (double)B * world / ts,
            100 * mfu);
+    printf("data: %.1f ms on the host (raw batch into pinned memory, crop tables), %.1f ms upload and "
+           "kernels after it\n", 1e3 * tdh, 1e3 * (td - tdh));
     printf("model only (no augmentation): %.1f ms per step, %.1f images/s per GPU, MFU %.1f%%\n", 1e3 * tm,
            B / tm, 100 * mfu_m);
     const double floor_s = tr.floor_s[TRAFFIC_GEMM] + tr.floor_s[TRAFFIC_ATTN] + tr.floor_s[TRAFFIC_OTHER];
@@ -312,11 +326,12 @@ int main(int argc, char **argv) {
            peak_b / 1048576.0, (tot - fr) / 1048576.0, tot / 1048576.0);
     printf("RESULT precision=%s attention=%s comm=%s batch=%d world=%d step_ms=%.2f data_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
            "images_per_s=%.1f mfu=%.4f model_step_ms=%.2f model_images_per_s=%.1f model_mfu=%.4f "
-           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f floor_ms=%.2f traffic_gb=%.2f gelu=%s gelu_in_gemm=%d\n",
+           "peak_mib=%.0f device_used_mib=%.0f gflop=%.1f floor_ms=%.2f traffic_gb=%.2f gelu=%s gelu_in_gemm=%d "
+           "data_host_ms=%.2f\n",
            precision, backend_cuda_attention(), gc->name, B, world, 1e3 * ts, 1e3 * td, 1e3 * (ts - td - tc), 1e3 * tc, B / ts, mfu, 1e3 * tm,
            B / tm, mfu_m, peak_b / 1048576.0, (tot - fr) / 1048576.0, flops / 1e9, 1e3 * floor_s, moved / 1e9,
            s.vit.gelu_approx ? "tanh" : "none",
-           cuda_ops->gelu_in_gemm ? cuda_ops->gelu_in_gemm(s.vit.gelu_approx) : 0);
+           cuda_ops->gelu_in_gemm ? cuda_ops->gelu_in_gemm(s.vit.gelu_approx) : 0, 1e3 * tdh);
     /* The same headline numbers as BENCH lines for bench/run_all (bench/bench_result.h). */
     char name[64], notes[512];
     snprintf(name, sizeof name, "gpu_train.%s.%s%s%s", precision, backend_cuda_attention(),
@@ -342,7 +357,7 @@ int main(int argc, char **argv) {
     bench_result(name, "peak_memory", peak_b / 1048576.0, "MiB", "backend peak (device in use %.0f MiB)",
                  (tot - fr) / 1048576.0);
   }
-  free(t_step), free(t_data), free(t_comm), free(t_model), free(raw), free(ids);
+  free(t_step), free(t_data), free(t_dhost), free(t_comm), free(t_model), free(raw), free(ids);
   CHECK_CUDA(cudaEventDestroy(ea));
   CHECK_CUDA(cudaEventDestroy(eb));
   augment_gpu_destroy(ag);

@@ -356,9 +356,14 @@ static dim3 attn_grid(int B, int N, int H) {
   return dim3((unsigned)bh, (unsigned)tiles);
 }
 
-/* bf16 shapes the tensor-core kernels cover go there (attention_tc.cu); 0 for the rest. */
+/* bf16 shapes the tensor-core kernels cover go there (attention_mma.cu for head dimensions 32 and
+ * 64, attention_tc.cu for the other multiples of 16); 0 for the rest. */
 static int tc_fwd(float *, float *, const float *, int, int, int, int, float) { return 0; }
 static int tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
+  if (k_attn_mma_covers(B * H, hd, qkv, NULL)) {
+    k_attn_mma_fwd(out, lse, qkv, B, N, H, hd, scale);
+    return 1;
+  }
   if (!k_attn_tc_covers(hd, qkv, NULL)) return 0;
   k_attn_tc_fwd(out, lse, qkv, B, N, H, hd, scale);
   return 1;
@@ -369,6 +374,10 @@ static int tc_bwd(float *, const float *, const float *, const float *, const fl
 }
 static int tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                   float *Dg, int B, int N, int H, int hd, float scale) {
+  if (k_attn_mma_covers(B * H, hd, qkv, dout)) {
+    k_attn_mma_bwd(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale);
+    return 1;
+  }
   if (!k_attn_tc_covers(hd, qkv, dout)) return 0;
   k_attn_tc_bwd(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale);
   return 1;

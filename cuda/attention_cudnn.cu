@@ -38,6 +38,7 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_DO, U_DQ, U_DK, U_DV };
 
 struct sdpa_plan {
   int used, bwd, B, N, H, hd, stats;
+  int layout;                /* SDPA_L_*: how the tensors lie (the backend's own: SDPA_L_QKV) */
   int ok;                    /* 0: cuDNN cannot run this shape; take the GEMM form */
   cudnnBackendDescriptor_t plan;
   int64_t workspace;
@@ -189,15 +190,29 @@ static void build_plan(struct build *b, cudnnBackendDescriptor_t graph) {
   build_fail(b, last, "execution plan (no engine configuration finalizes)");
 }
 
-/* Shape strides: qkv views (Q, K, V and their gradients), [B, N, H, hd] rows (O, dO), stats. */
-static void shape_strides(const struct sdpa_plan *p, int64_t dq[4], int64_t sq[4], int64_t so[4],
-                          int64_t ds[4], int64_t ss[4]) {
+/* Tensor layouts.  SDPA_L_QKV is the backend's: Q, K, V and their gradients are views of
+ * qkv [B, N, 3, H, hd], O and dO [B, N, H, hd].  The others exist for k_attn_cudnn_probe, which asks
+ * which layouts this cuDNN builds plans for: SDPA_L_GRAD_BHSD the gradients packed [B, H, N, hd],
+ * SDPA_L_BHSD every tensor so, SDPA_L_BSHD every tensor [B, N, H, hd] on its own. */
+enum { SDPA_L_QKV, SDPA_L_GRAD_BHSD, SDPA_L_BHSD, SDPA_L_BSHD, SDPA_L_COUNT };
+
+/* Logical dims [B, H, N, hd] and the strides of tensor uid in plan p's layout. */
+static void role_strides(const struct sdpa_plan *p, int64_t uid, int64_t dim[4], int64_t str[4]) {
   const int64_t B = p->B, N = p->N, H = p->H, hd = p->hd;
-  dq[0] = B, dq[1] = H, dq[2] = N, dq[3] = hd;
-  sq[0] = N * 3 * H * hd, sq[1] = hd, sq[2] = 3 * H * hd, sq[3] = 1;
-  so[0] = N * H * hd, so[1] = hd, so[2] = H * hd, so[3] = 1;
-  ds[0] = B, ds[1] = H, ds[2] = N, ds[3] = 1;
-  ss[0] = H * N, ss[1] = N, ss[2] = 1, ss[3] = 1;
+  dim[0] = B, dim[1] = H, dim[2] = N, dim[3] = hd;
+  const int grad = uid == U_DQ || uid == U_DK || uid == U_DV;
+  const int qkv = uid == U_Q || uid == U_K || uid == U_V || grad;
+  int bhsd = p->layout == SDPA_L_BHSD || (p->layout == SDPA_L_GRAD_BHSD && grad);
+  if (uid == U_STATS) { /* [B, H, N, 1] fp32 */
+    dim[3] = 1;
+    str[0] = H * N, str[1] = N, str[2] = 1, str[3] = 1;
+  } else if (bhsd) {
+    str[0] = H * N * hd, str[1] = N * hd, str[2] = hd, str[3] = 1;
+  } else if (qkv && p->layout != SDPA_L_BSHD) {
+    str[0] = N * 3 * H * hd, str[1] = hd, str[2] = 3 * H * hd, str[3] = 1;
+  } else {
+    str[0] = N * H * hd, str[1] = hd, str[2] = H * hd, str[3] = 1;
+  }
 }
 
 /* The operation's tensors, in the order of the variant packs below. */
@@ -221,9 +236,8 @@ static int sdpa_ntensors(const struct sdpa_plan *p) { return p->bwd ? 10 : p->st
 
 static void build_sdpa(struct build *b) {
   struct sdpa_plan *p = b->p;
-  int64_t dq[4], sq[4], so[4], ds[4], ss[4];
+  int64_t dim[4], str[4];
   const int64_t one[4] = {1, 1, 1, 1};
-  shape_strides(p, dq, sq, so, ds, ss);
   const cudnnDataType_t h = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
   const struct sdpa_role *role = p->bwd ? sdpa_bwd_roles : sdpa_fwd_roles;
   cudnnBackendDescriptor_t op = build_desc(b, p->bwd ? CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR
@@ -231,14 +245,15 @@ static void build_sdpa(struct build *b) {
   for (int r = 0; r < sdpa_ntensors(p); r++) {
     const int64_t u = role[r].uid;
     cudnnBackendDescriptor_t t;
+    role_strides(p, u, dim, str);
     if (u == U_STATS)
-      t = build_tensor(b, u, f, ds, ss, 0, "statistics tensor");
+      t = build_tensor(b, u, f, dim, str, 0, "statistics tensor");
     else if (u == U_SCALE)
       t = build_tensor(b, u, f, one, one, 1, "scale tensor");
     else if (u == U_O || u == U_DO)
-      t = build_tensor(b, u, h, dq, so, 0, "output tensor");
+      t = build_tensor(b, u, h, dim, str, 0, "output tensor");
     else
-      t = build_tensor(b, u, h, dq, sq, 0, "q, k or v tensor");
+      t = build_tensor(b, u, h, dim, str, 0, "q, k or v tensor");
     build_set(b, op, role[r].attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, "attention operation");
   }
   build_finalize(b, op, p->bwd ? "SDPA backward operation" : "SDPA forward operation");
@@ -402,6 +417,40 @@ int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *
 
 const char *k_attn_cudnn_why_not(void) { return sdpa_unusable(); }
 
+/* Which shapes and layouts this cuDNN builds attention plans for, one line each to f: a diagnosis
+ * for a cuDNN that declines the backend's layout (tests/gpu/cudnn_probe).  Returns the number of
+ * backward plans of the backend's layout that were built. */
+int k_attn_cudnn_probe(FILE *f) {
+  static const int shapes[][4] = {{128, 197, 6, 64}, {512, 37, 6, 64}, {128, 256, 6, 64},
+                                  {128, 128, 6, 64}, {4, 17, 3, 16},   {8, 512, 8, 128}};
+  static const char *names[SDPA_L_COUNT] = {"qkv views", "grads BHSD", "all BHSD", "all BSHD"};
+  if (*sdpa_unusable()) {
+    fprintf(f, "cuDNN attention unusable: %s\n", sdpa_unusable());
+    return 0;
+  }
+  fprintf(f, "cuDNN %zu, attention plans by shape and layout:\n", cudnnGetVersion());
+  int built = 0;
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (int bwd = 0; bwd < 2; bwd++)
+      for (int l = 0; l < SDPA_L_COUNT; l++) {
+        struct sdpa_plan p;
+        memset(&p, 0, sizeof p);
+        p.bwd = bwd, p.B = shapes[si][0], p.N = shapes[si][1], p.H = shapes[si][2];
+        p.hd = shapes[si][3], p.stats = 1, p.layout = l;
+        struct build b;
+        memset(&b, 0, sizeof b);
+        b.p = &p;
+        b.st = CUDNN_STATUS_SUCCESS;
+        build_sdpa(&b);
+        const int ok = b.st == CUDNN_STATUS_SUCCESS;
+        if (ok && bwd && l == SDPA_L_QKV) built++;
+        fprintf(f, "  %s B=%d N=%d H=%d hd=%d %-10s: %s%s\n", bwd ? "backward" : "forward ", p.B, p.N,
+                p.H, p.hd, names[l], ok ? "plan built" : "declined: ", ok ? "" : b.why);
+        plan_release(&p);
+      }
+  return built;
+}
+
 void k_attn_cudnn_forget(void) {
   int any = 0;
   for (int i = 0; i < SDPA_CACHE; i++) any |= sdpa_cache[i].used;
@@ -429,6 +478,10 @@ void k_attn_cudnn_runs(long *fwd, long *bwd) {
   if (bwd) *bwd = 0;
 }
 void k_attn_cudnn_forget(void) {}
+int k_attn_cudnn_probe(FILE *f) {
+  fprintf(f, "cuDNN attention unusable: %s\n", k_attn_cudnn_why_not());
+  return 0;
+}
 const char *k_attn_cudnn_why_not(void) {
 #if defined(HAVE_CUDNN)
   return "this build's cuDNN has no fused attention operation (9.17 or later)";

@@ -199,10 +199,15 @@ void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *in
   SCD_ASSERT(L.total <= g->slot_bytes);
   CHECK_CUDA(cudaEventSynchronize(s->uploaded)); /* the slot's previous copy has left */
   char *h = s->pinned;
-  memcpy(h + L.raw, raw, (size_t)n * g->image_bytes);
+  /* The host's part is on the step's critical path: the copy into pinned memory (tens of MB) and
+   * the crops' tables, image by image on the OpenMP threads (each writes its own slots). */
   const int ncrops = 2 + g->nl;
-  for (int i = 0; i < n; i++)
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n; i++) {
+    memcpy(h + L.raw + (size_t)i * g->image_bytes, (const char *)raw + (size_t)i * g->image_bytes,
+           g->image_bytes);
     for (int k = 0; k < ncrops; k++) fill_crop(g, h, &L, n, i, index ? index[i] : i, k, epoch);
+  }
   CHECK_CUDA(cudaStreamWaitEvent(g->copy, s->consumed, 0));
   CHECK_CUDA(cudaMemcpyAsync(s->dev, h, L.total, cudaMemcpyHostToDevice, g->copy));
   CHECK_CUDA(cudaEventRecord(s->uploaded, g->copy));

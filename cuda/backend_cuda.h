@@ -80,10 +80,20 @@ long backend_cuda_gelu_fused(void);
  * forward and backward calls it has run so far (the rest went to the flash kernel). */
 const char *backend_cuda_cudnn_attention_why_not(void);
 void backend_cuda_cudnn_attention_runs(long *fwd, long *bwd);
+/* Which attention shapes and tensor layouts this cuDNN builds plans for, printed to f (a stdio
+ * FILE *): the diagnosis of a cuDNN that declines the backend's layout.  Returns the number of
+ * backward plans built in the backend's own layout. */
+int backend_cuda_cudnn_attention_probe(void *f);
 
 /* Per-kind op timing with CUDA events (ops->profile): off by default because recording events
  * around every op costs time; on, profile() waits for the GPU and sums the event intervals. */
 void backend_cuda_set_profiling(int on);
+/* With profiling on: the `top` ops (backend functions) with the most GPU time since the last
+ * ops->profile reset, one line each, to f (stdio FILE *). */
+void backend_cuda_profile_report(void *f, int top);
+/* With SCDINO_CUDA_GEMM_TUNE=1 (cuBLASLt's candidate algorithms timed on each GEMM shape's first
+ * call, the fastest kept): one log line of what the tuning chose and gained; nothing when off. */
+void backend_cuda_gemm_tuning_report(void);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <library_types.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 extern "C" {
 #include "ops.h"
@@ -30,18 +31,20 @@ struct cu_ctx {
 extern struct cu_ctx cu;
 
 /* op_timers.cu: per-kind op timing.  PROF(kind, statements...) times the statements as one op of
- * that kind when profiling is on (prof_set), and counts the call either way; prof_read fills an
- * ops_profile (waiting for the recorded events) and optionally zeroes the sums. */
+ * that kind, under the name of the enclosing function, when profiling is on (prof_set), and counts
+ * the call either way; prof_read fills an ops_profile (waiting for the recorded events) and
+ * optionally zeroes the sums; prof_report prints the names that took the most time. */
 enum { P_GEMM, P_ATTN, P_OTHER };
-int prof_begin(int kind);
+int prof_begin(int kind, const char *name);
 void prof_end(int i);
 void prof_read(struct ops_profile *p, int reset);
 void prof_set(int on);
-#define PROF(kind, ...)               \
-  do {                                \
-    const int pi_ = prof_begin(kind); \
-    __VA_ARGS__;                      \
-    prof_end(pi_);                    \
+void prof_report(FILE *f, int top);
+#define PROF(kind, ...)                         \
+  do {                                          \
+    const int pi_ = prof_begin(kind, __func__); \
+    __VA_ARGS__;                                \
+    prof_end(pi_);                              \
   } while (0)
 
 /* Device memory counted in the backend's in-use and peak figures; allocation failure ends the job
@@ -190,6 +193,12 @@ int lt_matmul_dgelu(int transa, int transb, int m, int n, int k, const void *A, 
                     int ldd, const void *pre);
 /* Drops the cached plans (after the stream's queued work): the next GEMMs plan afresh. */
 void lt_forget(void);
+/* Whether SCDINO_CUDA_GEMM_TUNE=1 (read once; unset or 0: off, anything else ends the job): each
+ * plan's first run then times the heuristic's candidate algorithms and keeps the fastest. */
+int lt_tuning(void);
+/* Logs (log_info) the tuned shapes, how many changed algorithm, and the time of one pass of each
+ * tuned shape against the heuristic's first choice; nothing when tuning is off. */
+void lt_tuning_report(void);
 
 /* gelu_gemm.cu: whether GELU with this approx (ops.h) runs in the GEMMs' epilogues for the
  * activation type (bf16 != 0: bf16, else fp32): SCDINO_CUDA_GELU allows it and the probe found that
@@ -262,6 +271,12 @@ void k_attn_bwd(T *dqkv, const T *dout, const T *out, const T *qkv, const float 
  * forward) 16-byte aligned); same state as attention.cu.  Dg: [B, H, N] fp32 scratch for
  * D = rowsum(dO * O). */
 int k_attn_tc_covers(int hd, const void *qkv, const void *dout);
+/* attention_mma.cu: the same with mma.sync and register-resident scores, for head dimensions 32
+ * and 64 and up to 65535 (batch x heads): k_attn_mma_covers says whether it takes a call. */
+int k_attn_mma_covers(int BH, int hd, const void *qkv, const void *dout);
+void k_attn_mma_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
+void k_attn_mma_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                    float *Dg, int B, int N, int H, int hd, float scale);
 void k_attn_tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
 void k_attn_tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                    float *Dg, int B, int N, int H, int hd, float scale);
@@ -275,6 +290,7 @@ int k_attn_cudnn_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *
                      const float *lse, int B, int N, int H, int hd, float scale);
 /* Why cuDNN's fused attention is unusable on this build and GPU ("" when usable). */
 const char *k_attn_cudnn_why_not(void);
+int k_attn_cudnn_probe(FILE *f);
 /* Forward and backward calls cuDNN has run. */
 void k_attn_cudnn_runs(long *fwd, long *bwd);
 /* Releases the cached plans and refusals (every shape is planned again on its next use). */

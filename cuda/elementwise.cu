@@ -187,23 +187,27 @@ template <typename T> void k_residual_bwd(T *df, const T *dy, const float *s, in
 
 /* ---- patches and tokens ------------------------------------------------------------------------- */
 
+/* One block per patch row (image b, patch i): 32-bit index arithmetic per element (the 64-bit
+ * divisions of a flat index cost more than the copy). */
 template <typename T>
-__global__ void patchify_kernel(T *cols, const float *img, int C, int H, int W, int p, int gw,
-                                size_t np, size_t rowlen, size_t total) {
-  GRID_STRIDE(e, total) {
-    const size_t r = e / rowlen, q = e % rowlen;
-    const size_t b = r / np, i = r % np;
-    const int c = (int)(q / ((size_t)p * p)), ky = (int)(q / p % p), kx = (int)(q % p);
-    const int gy = (int)(i / gw), gx = (int)(i % gw);
-    stf(&cols[e], img[((b * C + c) * H + (size_t)gy * p + ky) * W + (size_t)gx * p + kx]);
+__global__ void patchify_kernel(T *cols, const float *img, int C, int H, int W, int p, int gw, int np,
+                                int rowlen) {
+  const int r = blockIdx.x, b = r / np, i = r % np, gy = i / gw, gx = i % gw, pp = p * p;
+  const float *src = img + ((size_t)b * C * H + (size_t)gy * p) * W + (size_t)gx * p;
+  T *dst = cols + (size_t)r * rowlen;
+  for (int q = threadIdx.x; q < rowlen; q += blockDim.x) {
+    const int c = q / pp, rem = q - c * pp, ky = rem / p, kx = rem - ky * p;
+    stf(&dst[q], src[((size_t)c * H + ky) * W + kx]);
   }
 }
 template <typename T> void k_patchify(T *cols, const float *img, int B, int C, int H, int W, int p) {
   const int gh = H / p, gw = W / p;
-  const size_t np = (size_t)gh * gw, rowlen = (size_t)C * p * p, total = (size_t)B * np * rowlen;
-  if (!total) return;
-  patchify_kernel<T><<<cu_blocks(total, EW_THREADS), EW_THREADS, 0, cu.stream>>>(
-      cols, img, C, H, W, p, gw, np, rowlen, total);
+  const long rows = (long)B * gh * gw, rowlen = (long)C * p * p;
+  if (!rows || !rowlen) return;
+  if (rows > 2147483647L || rowlen > 2147483647L)
+    SCD_FAIL("patchify: %ld patches of %ld values exceed the kernel's 32-bit indices", rows, rowlen);
+  patchify_kernel<T><<<(unsigned)rows, EW_THREADS, 0, cu.stream>>>(cols, img, C, H, W, p, gw, gh * gw,
+                                                                   (int)rowlen);
   CHECK_LAUNCH();
 }
 

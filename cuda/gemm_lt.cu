@@ -8,10 +8,13 @@
  * and the algorithm cuBLASLt's heuristic picked) is built once per shape, types, epilogue and
  * operand alignment, then reused: the heuristic query costs more than a small GEMM.  When no
  * algorithm supports the epilogue for a shape, the plan runs the GEMM without it: the bias is then
- * added by a separate kernel, and a bias gradient is left to the caller (lt_matmul_bgradb). */
+ * added by a separate kernel, and a bias gradient is left to the caller (lt_matmul_bgradb).
+ * SCDINO_CUDA_GEMM_TUNE=1 times up to LT_CANDIDATES of the heuristic's algorithms at a plan's first
+ * run (lt_tune) and keeps the fastest: the heuristic's first is not always that. */
 #include "build_config.h"
 
 #include <cublasLt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <vector>
@@ -23,6 +26,7 @@ extern "C" {
 }
 
 #define LT_WORKSPACE (32u << 20) /* cuBLASLt's recommendation for Hopper */
+#define LT_CANDIDATES 8            /* algorithms asked of the heuristic when tuning */
 
 static cublasLtHandle_t lt;
 static void *lt_ws;
@@ -54,12 +58,39 @@ struct lt_plan {
   struct lt_key key;
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, ld;
-  cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t algo; /* the heuristic's first until tuned, then the fastest */
+  cublasLtMatmulAlgo_t cand[LT_CANDIDATES]; /* the heuristic's usable answers, its order */
+  int ncand, tuned;
   int epi; /* the epilogue it runs: key.epi, or LT_NONE when no algorithm had that one */
   long runs;
 };
 
 static std::vector<lt_plan> *plans;
+
+/* Tuning: per-candidate timing events, the scratch output for accumulating GEMMs, and the totals
+ * over the plans tuned since the last lt_forget (times of one GEMM, in microseconds). */
+static cudaEvent_t tune_ev[2];
+static void *tune_buf;
+static size_t tune_bytes;
+static int tune_shapes, tune_changed;
+static double tune_us, tune_first_us;
+
+/* SCDINO_CUDA_GEMM_TUNE, read once: unset or 0 off, 1 on. */
+int lt_tuning(void) {
+  static int on = -1;
+  const char *s = on < 0 ? getenv("SCDINO_CUDA_GEMM_TUNE") : NULL;
+  if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
+    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_GEMM_TUNE = '%s': expected 0 or 1", s);
+  if (on < 0) on = s && !strcmp(s, "1");
+  return on;
+}
+
+void lt_tuning_report(void) {
+  if (!lt_tuning()) return;
+  log_info("cuBLASLt tuning: %d GEMM shapes, %d changed; %.1f us per pass of each shape once "
+           "against %.1f us with the heuristic's first choice",
+           tune_shapes, tune_changed, tune_us, tune_first_us);
+}
 
 static unsigned align_of(const void *p) {
   const uintptr_t a = (uintptr_t)p;
@@ -133,14 +164,19 @@ static int build(struct lt_plan *p, const void *bias, const void *aux, int epi) 
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                       &red, sizeof red));
   }
-  cublasLtMatmulHeuristicResult_t res;
+  /* untuned, the heuristic's first answer only (asking for more costs more) */
+  cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
   int found = 0;
-  memset(&res, 0, sizeof res);
-  cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+  memset(res, 0, sizeof res);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref,
+                                                     lt_tuning() ? LT_CANDIDATES : 1, res, &found);
   CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-    p->algo = res.algo;
+  p->ncand = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found && i < LT_CANDIDATES; i++)
+      if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->ncand++] = res[i].algo;
+  if (p->ncand > 0) {
+    p->algo = p->cand[0];
     p->epi = epi;
     return 1;
   }
@@ -190,6 +226,72 @@ void lt_forget(void) {
     CHECK_CUBLAS(cublasLtMatmulDescDestroy(p.op));
   }
   plans->clear();
+  cu_dev_free(tune_buf); /* the stream is idle (above) */
+  tune_buf = NULL, tune_bytes = 0;
+  tune_shapes = tune_changed = 0, tune_us = tune_first_us = 0; /* totals of the plans held */
+}
+
+/* Times each candidate of p (the mean of 3 runs, after all the warm-ups back to back: the GPU idled
+ * at the last plan's wait, which the first timed would pay for) on this call's operands and keeps
+ * the fastest in p->algo; the caller's run that follows writes the real result.  Run more than
+ * once, an accumulating GEMM (beta != 0) or one whose D is the epilogue's aux input would corrupt
+ * its operands: its candidates write a scratch copy of C instead.  Side outputs (BGRADB, GELU_AUX)
+ * are rewritten by the real run.  A failing candidate is skipped (all fail: the first stays). */
+static void lt_tune(struct lt_plan *p, const float *alpha, const void *A, const void *B,
+                    const void *C, void *D, float beta, const void *aux) {
+  const struct lt_key *k = &p->key;
+  p->tuned = 1;
+  for (int i = 0; i < 2; i++)
+    if (!tune_ev[i]) CHECK_CUDA(cudaEventCreate(&tune_ev[i]));
+  if (beta != 0.0f || aux == D) {
+    const size_t es = k->dt == CUDA_R_32F ? 4 : 2;
+    const size_t bytes = (size_t)k->ldd * k->n * es;
+    if (bytes > tune_bytes) {
+      CHECK_CUDA(cudaStreamSynchronize(cu.stream)); /* no queued candidate still uses it */
+      cu_dev_free(tune_buf);
+      tune_buf = cu_dev_alloc(bytes, "cuBLASLt tuning scratch");
+      tune_bytes = bytes;
+    }
+    /* C's extent only: a column past the last one's m rows may lie outside its allocation */
+    if (beta != 0.0f)
+      CHECK_CUDA(cudaMemcpyAsync(tune_buf, C, ((size_t)(k->n - 1) * k->ldd + k->m) * es,
+                                 cudaMemcpyDeviceToDevice, cu.stream));
+    C = D = tune_buf;
+  }
+  float us[LT_CANDIDATES], ms = 0.0f; /* us: -1 where the candidate failed */
+  int best = -1, failed = 0;
+  for (int c = 0; c < p->ncand; c++)
+    us[c] = cublasLtMatmul(lt, p->op, alpha, A, p->la, B, p->lb, &beta, C, p->ld, D, p->ld,
+                           &p->cand[c], lt_ws, LT_WORKSPACE, cu.stream) == CUBLAS_STATUS_SUCCESS
+                ? 0.0f
+                : -1.0f;
+  for (int c = 0; c < p->ncand; c++) {
+    int ok = us[c] == 0.0f;
+    us[c] = -1.0f;
+    if (ok) CHECK_CUDA(cudaEventRecord(tune_ev[0], cu.stream));
+    for (int r = 0; r < 3 && ok; r++)
+      ok = cublasLtMatmul(lt, p->op, alpha, A, p->la, B, p->lb, &beta, C, p->ld, D, p->ld,
+                          &p->cand[c], lt_ws, LT_WORKSPACE, cu.stream) == CUBLAS_STATUS_SUCCESS;
+    failed |= !ok;
+    if (!ok) continue;
+    CHECK_CUDA(cudaEventRecord(tune_ev[1], cu.stream));
+    CHECK_CUDA(cudaEventSynchronize(tune_ev[1]));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, tune_ev[0], tune_ev[1]));
+    us[c] = ms * 1000.0f / 3.0f;
+    if (best < 0 || us[c] < us[best]) best = c;
+  }
+  if (failed) (void)cudaGetLastError(); /* a launch error a failed candidate may have left */
+  if (best < 0) return;
+  const double first = us[0] >= 0.0f ? us[0] : us[best]; /* no time of the first: no gain */
+  tune_shapes++;
+  tune_us += us[best];
+  tune_first_us += first;
+  if (best == 0) return;
+  p->algo = p->cand[best];
+  tune_changed++;
+  log_detail("cuBLASLt tuning: GEMM m=%d n=%d k=%d (trans %d%d): candidate %d of %d, %.1f us "
+             "against the heuristic's %.1f us",
+             k->m, k->n, k->k, k->transa, k->transb, best + 1, p->ncand, us[best], first);
 }
 
 /* D = op(A) op(B) + beta C with the epilogue epi on ptr (the bias, or the bias-gradient output) and
@@ -231,6 +333,7 @@ static int lt_run(int transa, int transb, int m, int n, int k, const void *A, cu
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                 &aux, sizeof aux));
   const float alpha = 1.0f; /* 1 with BGRADB too: whether alpha would scale its sums is not said */
+  if (!p->tuned && p->ncand > 1) lt_tune(p, &alpha, A, B, C, D, beta, aux);
   CHECK_CUBLAS(cublasLtMatmul(lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->ld, D, p->ld,
                               &p->algo, lt_ws, LT_WORKSPACE, cu.stream));
   if (first) *first = p->runs == 0;

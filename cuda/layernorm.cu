@@ -152,11 +152,11 @@ void k_residual_layernorm_fwd(T *y, T *ln, float *mean, float *rstd, const T *x,
  * also df = s[b] dx as stored (the branch gradient of the residual below).
  *
  * Up to 1024 columns, one pass: a warp takes LNB_ROWS rows in turn, each lane holding the dg and db
- * sums of its C columns (d = lane + 32k) in registers, and writes them as the chunk's partial sums;
+ * sums of its C columns (ln_bwd_chunk_kernel) in registers, and writes them as the chunk's partial sums;
  * the partials are then summed over chunks by the column-sum kernel.  dy and x are read once, not
  * again for the parameter gradients.  Wider rows take a row kernel and a column sum over the rows.
  * Both orders are fixed: the results do not depend on the GPU or the launch. */
-#define LNB_ROWS 16
+#define LNB_ROWS 4 /* rows per warp: more warps hide the latency of the per-row sums */
 
 /* One element's terms of the row sums: a += dxhat, c += dxhat xhat. */
 __device__ __forceinline__ void ln_bwd_terms(float &a, float &c, float dyv, float xv, float gv,
@@ -173,7 +173,45 @@ __device__ __forceinline__ void ln_bwd_store(T *dxp, T *dfp, float sb, float dyv
   if (dfp) stf(dfp, sb * ldf(dxp));
 }
 
-template <typename T, int C>
+/* V consecutive elements at p as floats, and back (V = 4: one 8-byte bf16 or 16-byte fp32 access). */
+template <int V> __device__ __forceinline__ void ln_ldv(float *v, const float *p) {
+  if (V == 4) {
+    const float4 q = *(const float4 *)p;
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    for (int j = 0; j < V; j++) v[j] = p[j];
+  }
+}
+template <int V> __device__ __forceinline__ void ln_ldv(float *v, const bf16 *p) {
+  if (V == 4) {
+    const uint2 q = *(const uint2 *)p;
+    const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *)&q.x);
+    const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *)&q.y);
+    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+  } else {
+    for (int j = 0; j < V; j++) v[j] = ldf(&p[j]);
+  }
+}
+template <int V> __device__ __forceinline__ void ln_stv(float *p, const float *v) {
+  if (V == 4) *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    for (int j = 0; j < V; j++) p[j] = v[j];
+}
+template <int V> __device__ __forceinline__ void ln_stv(bf16 *p, const float *v) {
+  if (V == 4) {
+    uint2 q;
+    *(__nv_bfloat162 *)&q.x = __floats2bfloat162_rn(v[0], v[1]);
+    *(__nv_bfloat162 *)&q.y = __floats2bfloat162_rn(v[2], v[3]);
+    *(uint2 *)p = q;
+  } else {
+    for (int j = 0; j < V; j++) stf(&p[j], v[j]);
+  }
+}
+
+/* A warp takes LNB_ROWS rows in turn; lane l holds the elements d = (32 k + l) V + j (k < C / V,
+ * j < V) of a row in registers, dy and x read once, with V-wide accesses (V = 4 where the rows
+ * allow it, else 1). */
+template <typename T, int C, int V>
 __global__ void ln_bwd_chunk_kernel(T *dx, float *pg, float *pb, T *df, const float *s, int rps,
                                     const T *dy, const T *x, int ldx, const float *mean,
                                     const float *rstd, const float *g, int rows, int D) {
@@ -188,33 +226,54 @@ __global__ void ln_bwd_chunk_kernel(T *dx, float *pg, float *pb, T *df, const fl
     const T *xr = x + (size_t)row * ldx, *dyr = dy + (size_t)row * D;
     T *dxr = dx + (size_t)row * ldx;
     const float mu = mean[row], rs = rstd[row];
+    float dyv[C], xv[C];
     float a = 0.0f, c = 0.0f;
 #pragma unroll
-    for (int k = 0; k < C; k++) {
-      const int d = lane + 32 * k;
-      if (d < D) ln_bwd_terms(a, c, ldf(&dyr[d]), ldf(&xr[d]), g[d], mu, rs);
+    for (int k = 0; k < C / V; k++) {
+      const int d0 = (32 * k + lane) * V;
+      if (d0 < D) {
+        ln_ldv<V>(dyv + k * V, dyr + d0);
+        ln_ldv<V>(xv + k * V, xr + d0);
+#pragma unroll
+        for (int j = 0; j < V; j++) ln_bwd_terms(a, c, dyv[k * V + j], xv[k * V + j], g[d0 + j], mu, rs);
+      }
     }
     a = warp_sum(a) / D;
     c = warp_sum(c) / D;
     const float sb = s ? s[row / rps] : 1.0f;
 #pragma unroll
-    for (int k = 0; k < C; k++) {
-      const int d = lane + 32 * k;
-      if (d < D) {
-        const float dyv = ldf(&dyr[d]), xh = (ldf(&xr[d]) - mu) * rs;
-        ln_bwd_store(&dxr[d], df ? &df[(size_t)row * D + d] : (T *)NULL, sb, dyv, xh, g[d], a, c, rs);
-        ag[k] += dyv * xh;
-        ab[k] += dyv;
+    for (int k = 0; k < C / V; k++) {
+      const int d0 = (32 * k + lane) * V;
+      if (d0 < D) {
+        float o[V];
+        ln_ldv<V>(o, dxr + d0);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+          const float dyj = dyv[k * V + j], xh = (xv[k * V + j] - mu) * rs;
+          o[j] += rs * (dyj * g[d0 + j] - a - xh * c);
+          ag[k * V + j] += dyj * xh;
+          ab[k * V + j] += dyj;
+        }
+        ln_stv<V>(dxr + d0, o);
+        if (df) { /* the branch gradient of dx as stored */
+          float f[V];
+          ln_ldv<V>(f, dxr + d0);
+#pragma unroll
+          for (int j = 0; j < V; j++) f[j] *= sb;
+          ln_stv<V>(df + (size_t)row * D + d0, f);
+        }
       }
     }
   }
 #pragma unroll
-  for (int k = 0; k < C; k++) {
-    const int d = lane + 32 * k;
-    if (d < D) {
-      pg[(size_t)chunk * D + d] = ag[k];
-      pb[(size_t)chunk * D + d] = ab[k];
-    }
+  for (int k = 0; k < C / V; k++) {
+    const int d0 = (32 * k + lane) * V;
+    if (d0 < D)
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        pg[(size_t)chunk * D + d0 + j] = ag[k * V + j];
+        pb[(size_t)chunk * D + d0 + j] = ab[k * V + j];
+      }
   }
 }
 
@@ -267,8 +326,13 @@ static void ln_bwd_chunks(T *dx, float *dg, float *db, T *df, const float *s, in
   const int nchunk = (rows + LNB_ROWS - 1) / LNB_ROWS;
   float *pg = (float *)cu_scratch(SLOT_LN_PARTIAL, (size_t)2 * nchunk * D * sizeof(float));
   float *pb = pg + (size_t)nchunk * D;
-  ln_bwd_chunk_kernel<T, C><<<row_blocks(nchunk), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
-      dx, pg, pb, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
+  const uintptr_t al = (uintptr_t)dx | (uintptr_t)dy | (uintptr_t)x | (uintptr_t)df;
+  if (D % 4 == 0 && ldx % 4 == 0 && al % (4 * sizeof(T)) == 0)
+    ln_bwd_chunk_kernel<T, C, 4><<<row_blocks(nchunk), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
+        dx, pg, pb, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
+  else
+    ln_bwd_chunk_kernel<T, C, 1><<<row_blocks(nchunk), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(
+        dx, pg, pb, df, s, rps, dy, x, ldx, mean, rstd, g, rows, D);
   CHECK_LAUNCH();
   colsum_multi_run<2>(dg, db, ln_partial_elem{pg, pb, D}, nchunk, D, 1);
 }

@@ -211,6 +211,64 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, TC> &d,
 } // namespace wmma
 } // namespace nvcuda
 
+/* ---- mma.sync m16n8k16 bf16 and ldmatrix (attention_mma.cu's PTX, which the host cannot run) ---- */
+
+/* ldmatrix .x4 of b16: lane l gives the address of row l % 8 of matrix l / 8 and receives, of each
+ * matrix i, elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 (trans: of column l / 4, rows
+ * 2 (l % 4) and 2 (l % 4) + 1), the first in the low half. */
+static inline void emu_ldmatrix_x4(uint32_t r[4], const void *p, int trans) {
+  const unsigned lane = emu_tid() & 31u, g = lane >> 2, t = lane & 3u;
+  for (unsigned i = 0; i < 4; i++) {
+    uint16_t lo, hi;
+    if (!trans) {
+      const uint16_t *row = (const uint16_t *)__shfl_sync(~0u, p, (int)(8 * i + g));
+      lo = row[2 * t], hi = row[2 * t + 1];
+    } else {
+      const uint16_t *r0 = (const uint16_t *)__shfl_sync(~0u, p, (int)(8 * i + 2 * t));
+      const uint16_t *r1 = (const uint16_t *)__shfl_sync(~0u, p, (int)(8 * i + 2 * t + 1));
+      lo = r0[g], hi = r1[g];
+    }
+    r[i] = (uint32_t)lo | (uint32_t)hi << 16;
+  }
+}
+
+static inline float emu_bf16_lo(uint32_t v) {
+  const uint32_t b = v << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+static inline float emu_bf16_hi(uint32_t v) { return emu_bf16_lo(v >> 16); }
+
+/* c += a b for the 16 x 8 tile: the fragments of the PTX ISA (g = lane / 4, t = lane % 4):
+ * a0 = A[g][2t..], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g],
+ * b1 = B[2t+8..][g]; c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].  Every lane posts its
+ * shares in the warp's buffer, the warp meets, each sums its outputs (k in order), and the warp
+ * meets again before the buffer may be written. */
+static inline void emu_mma_m16n8k16_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  float *buf = nvcuda::wmma::emu_wmma_buffer(), *A = buf, *Bm = buf + 256; /* A[16][16], B[16][8] */
+  const unsigned lane = emu_tid() & 31u, g = lane >> 2, t = lane & 3u;
+  const unsigned ar[4] = {g, g + 8, g, g + 8}, ac[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
+  for (int i = 0; i < 4; i++) {
+    A[ar[i] * 16 + ac[i]] = emu_bf16_lo(a[i]);
+    A[ar[i] * 16 + ac[i] + 1] = emu_bf16_hi(a[i]);
+  }
+  Bm[(2 * t) * 8 + g] = emu_bf16_lo(b0);
+  Bm[(2 * t + 1) * 8 + g] = emu_bf16_hi(b0);
+  Bm[(2 * t + 8) * 8 + g] = emu_bf16_lo(b1);
+  Bm[(2 * t + 9) * 8 + g] = emu_bf16_hi(b1);
+  emu_syncwarp();
+  float r[4];
+  for (int e = 0; e < 4; e++) {
+    const unsigned row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
+    float acc = 0.0f;
+    for (int k = 0; k < 16; k++) acc += A[row * 16 + k] * Bm[k * 8 + col];
+    r[e] = c[e] + acc;
+  }
+  emu_syncwarp();
+  for (int e = 0; e < 4; e++) c[e] = r[e];
+}
+
 /* ---- atomics (fibers switch only at barriers: a read-modify-write is atomic) ------------------ */
 
 /* Blocks run one after another and memory is the host's: every write is visible at once. */

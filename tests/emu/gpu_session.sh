@@ -12,7 +12,7 @@ mkdir -p pack/bin
 e="$top_builddir/tests/emu"
 for p in gpu_ops:test_gpu_ops gpu_model_ref:test_gpu_model_ref gpu_train:test_gpu_train \
          gpu_augment:test_gpu_augment gpu_nccl:test_gpu_nccl gpu_train_bench:gpu_train_bench \
-         scdino:scdino scdino_allreduce_perf:scdino_allreduce_perf; do
+         scdino:scdino scdino_allreduce_perf:scdino_allreduce_perf cudnn_probe:cudnn_probe; do
   ln -s "$e/${p%%:*}" "pack/bin/${p##*:}"
 done
 for p in tests/gpu/test_gpu_absent tests/test_optim_update tests/train_mkdata; do
@@ -21,8 +21,8 @@ done
 cd "$top_srcdir" || exit 99 # run.sh runs from the repository root
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
   SCDINO_GPU_BENCH_ARGS="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 4 -s 1 -w 0" \
-  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" tests bench extra \
-  train busbw
+  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" tests probe bench \
+  attn extra train busbw
 out=$(cat "$dir/out/summary.txt" 2>&1)
 for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu_augment test_gpu_nccl \
          test_optim_update; do
@@ -30,11 +30,11 @@ for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu
 done
 expect_grep 'cuDNN attention: 14 of 14 forward and 7 of 7 backward calls ran in cuDNN'
 expect_grep 'bf16: 4 of 4 bias gradients summed by the weight gradient.s GEMM epilogue'
-for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-bf16-tanh \
-         scdino-bf16-tanh-kernel scdino-fp32 scdino-vitb-bf16 scdino-bf16-b8; do
+for r in scdino-bf16 scdino-bf16-gemm scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-bf16-tanh \
+         scdino-bf16-tanh-kernel scdino-bf16-tune scdino-bf16-tanh-tune scdino-fp32 scdino-vitb-bf16 scdino-bf16-b8; do
   expect_grep "^$r +4 +[0-9.]+ +[0-9.]+ "
 done
-for r in scdino-bf16 scdino-bf16-flash scdino-bf16-cudnn; do
+for r in scdino-bf16 scdino-bf16-gemm scdino-bf16-cudnn scdino-bf16-tune; do
   expect_grep "^$r: profiled model step: GPU time in GEMMs [0-9.]+ ms, attention [0-9.]+ ms, other ops "
   expect_grep "^$r: profiled model step against its floor: GEMMs [0-9.]+x \\([0-9]+ TFLOP/s\\), attention [0-9.]+x"
 done
@@ -43,17 +43,23 @@ expect_grep '^  model only +4 +[0-9.]+ +[0-9.]+ +[0-9.]+  floor [0-9]+\.[0-9]{2}
 expect_grep 'largest batch per GPU that fits \(bf16, of 64 8\): 8'
 # the stand-in's GELU epilogue is the tanh form: the tanh run has it in the GEMMs
 expect_grep '^tanh GELU in the GEMMs: 1$'
+# the op-by-op table of a profiled step (bench.log), and the cuDNN probe's verdict (probe.log: the
+# stand-in builds every plan)
+nchecks=$((nchecks + 1))
+grep -Eq '^  o_linear_fwd +gemm +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$dir/out/bench.log" ||
+  fail "bench.log has no op table row for o_linear_fwd"
+expect_grep '^cuDNN attention probe: [1-9][0-9]* backward plan\(s\) built in the backend.s layout \(probe.log\)$'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
 expect_nogrep 'FAIL|failed:|TIMEOUT|skipped'
-# A later call with the same OUT: the extra stage again replaces only its own lines of results.txt.
+# A later call with the same OUT: the attn stage again replaces only its own lines of results.txt.
 n_before=$(grep -c '^scdino-bf16 \|^scdino-bf16-tanh ' "$dir/out/results.txt")
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
   SCDINO_GPU_BENCH_ARGS="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 4 -s 1 -w 0" \
-  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" extra
+  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" attn
 nchecks=$((nchecks + 1))
 [ "$n_before" = 2 ] && [ "$(grep -c '^scdino-bf16 \|^scdino-bf16-tanh ' "$dir/out/results.txt")" = 2 ] &&
-  [ "$(grep -c '^scdino-bf16-flash ' "$dir/out/results.txt")" = 1 ] ||
+  [ "$(grep -c '^scdino-bf16-gemm ' "$dir/out/results.txt")" = 1 ] ||
   fail "results.txt after a second call: $(cut -d' ' -f1 "$dir/out/results.txt" | paste -sd' ')"
 # A budget the runs do not fit in: each skipped run is said, nothing runs past it.
 expect_exit 0 env OUT="$dir/out2" TMPDIR="$dir" SCDINO_GPU_BUDGET=20 bash tests/gpu/run.sh "$dir/pack" tests bench

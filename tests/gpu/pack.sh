@@ -17,6 +17,7 @@ grep -q '^#define HAVE_CUDA 1' "$build/build_config.h" ||
   { echo "$build is not configured --with-cuda" >&2; exit 2; }
 progs="tests/gpu/test_gpu_ops tests/gpu/test_gpu_model_ref tests/gpu/test_gpu_train
 tests/gpu/test_gpu_augment tests/gpu/test_gpu_nccl tests/gpu/test_gpu_absent tests/test_optim_update
+tests/gpu/cudnn_probe
 bench/gpu_train_bench tests/train_mkdata scdino scdino_allreduce_perf"
 # shellcheck disable=SC2086
 make -C "$build" -j"$(nproc)" $progs
@@ -31,6 +32,12 @@ if ! ls "$pack"/debs/*.deb >/dev/null 2>&1; then
   [ -x "$fetch" ] || fetch=$top/../shared/device/fetch-runtime-debs.sh
   "$fetch" "$pack/debs"
 fi
+# libtiff's own dependencies that the shared list leaves out (the GPU machine has no libjpeg: the
+# first GPU session's scdino did not load)
+extra="libjpeg62-turbo"
+for p in $extra; do
+  ls "$pack"/debs/"$p"_*.deb >/dev/null 2>&1 || (cd "$pack/debs" && apt-get download "$p")
+done
 du -sh "$pack"
 rel=${pack#"$top"/}
 cat <<MSG

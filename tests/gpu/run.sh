@@ -4,15 +4,20 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
-#   STAGE     tests | bench | torch | extra | train | busbw | goals | all (default all = every
-#             stage, in this order: what the goals need first)
+#   STAGE     tests | probe | bench | attn | torch | extra | train | busbw | goals | all (default
+#             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
+#             probe  which attention layouts cuDNN builds plans for (tests/gpu/cudnn_probe, with
+#                    cuDNN's own error log), in probe.log
 #             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU and with the
-#                    tanh GELU (in cuBLASLt's epilogues where the library computes it)
+#                    tanh GELU (in cuBLASLt's epilogues where the library computes it); the same
+#                    with the GEMM algorithms chosen by timing (SCDINO_CUDA_GEMM_TUNE=1)
+#             attn   the same step with the attention as batched GEMMs and as cuDNN's (the bench
+#                    stage's take the default, the flash kernels)
 #             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64 (then with the
 #                    tanh GELU, to set against scdino's)
-#             extra  more gpu_train_bench runs: bf16 with the other two attentions, with the bias
+#             extra  more gpu_train_bench runs: bf16 with the bias
 #                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
 #                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
@@ -40,7 +45,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests bench torch extra train busbw goals"
+[ "$stages" = all ] && stages="tests probe bench attn torch extra train busbw goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -112,9 +117,11 @@ note "cuDNN for scdino: ${cudnn_ver:-none found} ${cudnn_dir:+in $cudnn_dir}"
   echo "== libraries of the binaries"
   ldd "$bin/test_gpu_ops" 2>&1
 } >> "$tests_log"
-if ldd "$bin/test_gpu_ops" | grep -q "not found"; then
-  note "MISSING LIBRARIES: $(ldd "$bin/test_gpu_ops" | grep 'not found' | paste -sd' ')"
-fi
+for b in test_gpu_ops scdino; do
+  if ldd "$bin/$b" | grep -q "not found"; then
+    note "MISSING LIBRARIES of $b: $(ldd "$bin/$b" | grep 'not found' | paste -sd' ')"
+  fi
+done
 
 # ---- tests ---------------------------------------------------------------------------------------
 run_test() { # name, timeout
@@ -155,8 +162,9 @@ fi
 results=$out/results.txt
 touch "$results"
 drop() { grep -v "$1" "$results" > "$results.new"; mv "$results.new" "$results"; }
-[[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-tanh\)\? '
-[[ " $stages " == *" extra "* ]] && drop '^scdino-\(bf16-flash\|bf16-cudnn\|bf16-bgrad-kernel\|bf16-tanh-kernel\|fp32\|vitb-bf16\|bf16-b[0-9]*\) '
+[[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-tanh\|-tune\|-tanh-tune\)\? '
+[[ " $stages " == *" attn "* ]] && drop '^scdino-bf16-\(gemm\|flash\|cudnn\) '
+[[ " $stages " == *" extra "* ]] && drop '^scdino-\(bf16-bgrad-kernel\|bf16-tanh-kernel\|fp32\|vitb-bf16\|bf16-b[0-9]*\) '
 [[ " $stages " == *" torch "* ]] && drop '^torch-'
 bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
   local label=$1 outf=$tmp/scdino-gpu-bench.out
@@ -188,6 +196,22 @@ if [[ " $stages " == *" bench "* ]]; then
   bench "scdino-bf16-tanh" -B 64 -P bf16 -s 5 -x -A tanh $m
   grep -h "GELU epilogue\|GELU with approximate" "$bench_log" | sort -u | while read -r l; do note "$l"; done
   note "tanh GELU in the GEMMs: $(grep '^scdino-bf16-tanh ' "$results" | tr ' ' '\n' | sed -n 's/^gelu_in_gemm=//p')"
+  # the GEMM algorithms chosen by timing the heuristic's candidates on the first call of each shape
+  (export SCDINO_CUDA_GEMM_TUNE=1; bench "scdino-bf16-tune" -B 64 -P bf16 -s 5 -x $m)
+  (export SCDINO_CUDA_GEMM_TUNE=1; bench "scdino-bf16-tanh-tune" -B 64 -P bf16 -s 5 -A tanh $m)
+  grep -h "cuBLASLt tuning:" "$bench_log" | sort | uniq -c | sort -rn | head -5 | while read -r l; do note "$l"; done
+fi
+if [[ " $stages " == *" probe "* ]]; then
+  echo "==== cudnn_probe (CUDNN_LOGLEVEL_DBG=2)" > "$out/probe.log"
+  CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr timeout "$(limit 120)" "$bin/cudnn_probe" >> "$out/probe.log" 2>&1
+  note "cuDNN attention probe: $(tail -1 "$out/probe.log") (probe.log)"
+fi
+if [[ " $stages " == *" attn "* ]]; then
+  # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
+  # (the bench stage's runs take the default, the flash kernels)
+  (export SCDINO_CUDA_ATTENTION=gemm; bench "scdino-bf16-gemm" -B 64 -P bf16 -s 5 -x $m)
+  (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
+  grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
 fi
 if [[ " $stages " == *" torch "* ]]; then
   for gelu in none tanh; do
@@ -207,10 +231,6 @@ if [[ " $stages " == *" torch "* ]]; then
   done
 fi
 if [[ " $stages " == *" extra "* ]]; then
-  # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
-  (export SCDINO_CUDA_ATTENTION=flash; bench "scdino-bf16-flash" -B 64 -P bf16 -s 5 -x $m)
-  (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
-  grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
   # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue
   (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
   grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
@@ -305,7 +325,7 @@ if [[ " $stages " == *" goals "* ]]; then
           printf "  %s: %.2fx (%.2fx with augmentation), goal %.1fx: %s\n", what, r, full / t, goal,
                  (r >= goal) ? "met" : "NOT met"
         }
-        BEGIN { mine = form == "tanh" ? "^scdino-bf16-tanh$" : "^scdino-bf16(-flash|-cudnn|-mpi)?$"
+        BEGIN { mine = form == "tanh" ? "^scdino-bf16-tanh(-tune)?$" : "^scdino-bf16(-gemm|-flash|-cudnn|-mpi|-tune)?$"
                 sfx = form == "tanh" ? "-tanh" : "" }
         $1 ~ mine && get("batch") == 64 {
           v = get("model_images_per_s") + 0

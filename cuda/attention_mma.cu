@@ -1,0 +1,500 @@
+/* attention_mma.cu - flash attention on tensor cores with the scores kept in registers (bf16, head
+ * dimension 32 or 64, compute capability 8.0 or later).  attention_tc.cu does the same with
+ * nvcuda::wmma, whose opaque fragments force every per-row step through shared memory; here the
+ * PTX matrix product mma.sync m16n8k16 (bf16 in, fp32 accumulate) has a documented fragment
+ * layout, so the softmax runs on the accumulators where they are and the probabilities become the
+ * next product's operand without leaving registers (the FlashAttention-2 scheme).
+ *
+ * Fragments of m16n8k16 (g = lane / 4, t = lane % 4): A (16 x 16, row-major) a0 = A[g][2t, 2t+1],
+ * a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; B (16 x 8) b0 = B[2t, 2t+1][g],
+ * b1 = B[2t+8, 2t+9][g]; C (16 x 8, fp32) c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
+ * Two neighbouring C tiles of 8 columns are, rounded to bf16, exactly the A fragment of a 16-wide
+ * k step.  Tiles are staged in shared memory as rows of HD + 8 elements: the 16-byte shift per row
+ * keeps ldmatrix free of bank conflicts.
+ *
+ * A block is 4 warps and 64 rows of one (batch, head), 16 rows per warp; the other side streams
+ * through in tiles of 64, double-buffered: the next tile's asynchronous copies (cp.async) fly
+ * while this one's products run.  The state is the backend's: the row log-sum-exp [B, H, N] of the scaled
+ * scores (natural log), layouts of ops.h (qkv [B, N, 3, H, hd] read in place, out, dout
+ * [B, N, H, hd]).
+ * - forward: online softmax (running row maximum and sum, the output rescaled when the maximum
+ *   grows); P is rounded to bf16 for P V, as the GEMM form stores it.
+ * - backward, deterministic without atomics: one kernel per query tile computes D = rowsum(dO * O)
+ *   and dQ = scale dS K; one per key tile dV = P^T dO and dK = scale dS^T Q, with P = exp(S - lse)
+ *   and dS = P (dP - D) recomputed from the scores (rounded to bf16 before their products). */
+#include "build_config.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+#define MM_ROWS 64 /* rows of a block, and of a streamed tile */
+#define MM_THREADS 128
+#define MM_LOG2E 1.4426950408889634f
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define MM_ARCH_OK 1
+#else
+#define MM_ARCH_OK 0
+#endif
+
+template <int HD> struct mm_dims {
+  static const int LD = HD + 8;                                  /* shared row, elements */
+  static const int TILE = MM_ROWS * LD;                          /* one staged tile, elements */
+  static const int CHUNKS = MM_ROWS * HD / 8 / MM_THREADS;       /* 16-byte loads per thread */
+};
+
+/* The PTX instructions; the CPU emulator of make check (tests/emu/cuda_emu.h) computes the same. */
+#if defined(SCDINO_CUDA_EMU_H)
+__device__ __forceinline__ void mm_ldsm4(uint32_t r[4], const bf16 *p) { emu_ldmatrix_x4(r, p, 0); }
+__device__ __forceinline__ void mm_ldsm4_t(uint32_t r[4], const bf16 *p) { emu_ldmatrix_x4(r, p, 1); }
+__device__ __forceinline__ void mm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  emu_mma_m16n8k16_bf16(c, a, b0, b1);
+}
+/* the emulator's memory is the host's: a copy is complete when issued */
+__device__ __forceinline__ void mm_cp16(void *dst, const void *src, int valid) {
+  if (valid) memcpy(dst, src, 16);
+  else memset(dst, 0, 16);
+}
+__device__ __forceinline__ void mm_cp_commit(void) {}
+template <int n> __device__ __forceinline__ void mm_cp_wait(void) {}
+#else
+__device__ __forceinline__ uint32_t mm_smem(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mm_ldsm4(uint32_t r[4], const bf16 *p) {
+#if MM_ARCH_OK
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(mm_smem(p)));
+#endif
+}
+
+__device__ __forceinline__ void mm_ldsm4_t(uint32_t r[4], const bf16 *p) {
+#if MM_ARCH_OK
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(mm_smem(p)));
+#endif
+}
+
+/* c += a b for one 16 x 8 tile. */
+__device__ __forceinline__ void mm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if MM_ARCH_OK
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* 16 bytes from global to shared memory without passing through registers (cp.async), zeros when
+ * !valid (a source size of 0 reads nothing); the copies of a commit group land by mm_cp_wait<n>,
+ * which waits until at most n younger groups are still in flight. */
+__device__ __forceinline__ void mm_cp16(void *dst, const void *src, int valid) {
+#if MM_ARCH_OK
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mm_smem(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void mm_cp_commit(void) {
+#if MM_ARCH_OK
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int n> __device__ __forceinline__ void mm_cp_wait(void) {
+#if MM_ARCH_OK
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
+#endif
+}
+#endif
+
+__device__ __forceinline__ uint32_t mm_pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *(const uint32_t *)&v;
+}
+
+/* Queue the copy of rows r0 .. r0+63 of one head (row i at src + i ld) into s[64][HD+8], rows >= N
+ * as zeros (asynchronous: the caller commits, waits and synchronises the block). */
+template <int HD>
+__device__ __forceinline__ void mm_load(bf16 *s, const bf16 *src, size_t ld, int r0, int N) {
+  typedef mm_dims<HD> D;
+  for (int c = 0; c < D::CHUNKS; c++) {
+    const int e = (c * MM_THREADS + threadIdx.x) * 8, r = e / HD, col = e % HD;
+    const int valid = r0 + r < N;
+    mm_cp16(s + r * D::LD + col, valid ? src + (size_t)(r0 + r) * ld + col : src, valid);
+  }
+}
+
+/* A fragments of rows m0 .. m0+15 of a staged tile, every k step of HD. */
+template <int HD>
+__device__ __forceinline__ void mm_afrag(uint32_t a[HD / 16][4], const bf16 *s, int m0) {
+  const int l = threadIdx.x & 31;
+  for (int kk = 0; kk < HD / 16; kk++)
+    mm_ldsm4(a[kk], s + (m0 + (l & 15)) * mm_dims<HD>::LD + kk * 16 + (l >> 4) * 8);
+}
+
+/* acc[j] (j: 8 tiles of 8 columns = the 64 rows of tile s) += A x s^T: B[k][n] = s[n][k].  (Leaving
+ * out the zero rows of a ragged last tile made the backward slower on an H100, not faster.) */
+template <int HD>
+__device__ __forceinline__ void mm_abt(float acc[8][4], const uint32_t a[HD / 16][4], const bf16 *s) {
+  const int l = threadIdx.x & 31;
+  for (int kk = 0; kk < HD / 16; kk++)
+    for (int np = 0; np < 4; np++) {
+      uint32_t b[4];
+      mm_ldsm4(b, s + (np * 16 + (l & 7) + ((l >> 4) << 3)) * mm_dims<HD>::LD + kk * 16 +
+                      ((l >> 3) & 1) * 8);
+      mm_mma(acc[2 * np], a[kk], b[0], b[1]);
+      mm_mma(acc[2 * np + 1], a[kk], b[2], b[3]);
+    }
+}
+
+/* acc[j] (j: HD/8 tiles of 8 columns) += P x s, P the 16 x 64 fp32 accumulators p (rounded to
+ * bf16) and s a staged 64 x HD tile: B[k][n] = s[k][n]. */
+template <int HD>
+__device__ __forceinline__ void mm_pv(float acc[HD / 8][4], const float p[8][4], const bf16 *s) {
+  const int l = threadIdx.x & 31;
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t a[4];
+    a[0] = mm_pack(p[2 * kk][0], p[2 * kk][1]);
+    a[1] = mm_pack(p[2 * kk][2], p[2 * kk][3]);
+    a[2] = mm_pack(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+    a[3] = mm_pack(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    for (int dp = 0; dp < HD / 16; dp++) {
+      uint32_t b[4];
+      mm_ldsm4_t(b, s + (kk * 16 + (l & 7) + ((l >> 3) & 1) * 8) * mm_dims<HD>::LD + dp * 16 +
+                        (l >> 4) * 8);
+      mm_mma(acc[2 * dp], a, b[0], b[1]);
+      mm_mma(acc[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+/* Store a warp's 16 x HD accumulators, times f, as bf16 rows r0 + g and r0 + g + 8 (those < N) of
+ * dst (row i at dst + i ld). */
+template <int HD>
+__device__ __forceinline__ void mm_store(bf16 *dst, size_t ld, int r0, int N, const float acc[HD / 8][4],
+                                         float f0, float f1) {
+  const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  for (int j = 0; j < HD / 8; j++) {
+    const int col = j * 8 + 2 * t;
+    if (r0 + g < N)
+      *(uint32_t *)(dst + (size_t)(r0 + g) * ld + col) = mm_pack(acc[j][0] * f0, acc[j][1] * f0);
+    if (r0 + g + 8 < N)
+      *(uint32_t *)(dst + (size_t)(r0 + g + 8) * ld + col) = mm_pack(acc[j][2] * f1, acc[j][3] * f1);
+  }
+}
+
+/* ---- forward -------------------------------------------------------------------------------------- */
+
+template <int HD>
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int N, int H, float scale) {
+  typedef mm_dims<HD> D;
+  extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
+  /* Q, then K and V twice: the next tile's copies fly while this one's products run */
+  bf16 *Qs = (bf16 *)mm_sh, *KV = Qs + D::TILE;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * MM_ROWS;
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const size_t ld = (size_t)3 * H * HD;
+  const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
+  mm_load<HD>(Qs, q, ld, q0, N);
+  mm_load<HD>(KV, k, ld, 0, N);
+  mm_load<HD>(KV + D::TILE, v, ld, 0, N);
+  mm_cp_commit();
+  const int live = q0 + 16 * w < N; /* a warp whose rows all lie past N only helps load */
+  uint32_t qa[HD / 16][4];
+  const float c = scale * MM_LOG2E; /* scores in log2 units */
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
+  float o[HD / 8][4];
+  for (int j = 0; j < HD / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0;
+  const int nt = (N + MM_ROWS - 1) / MM_ROWS;
+  for (int it = 0; it < nt; it++) {
+    const int k0 = it * MM_ROWS;
+    if (it + 1 < nt) { /* the buffer it fills was last read before the previous barrier */
+      bf16 *nb = KV + ((it + 1) & 1) * 2 * D::TILE;
+      mm_load<HD>(nb, k, ld, k0 + MM_ROWS, N);
+      mm_load<HD>(nb + D::TILE, v, ld, k0 + MM_ROWS, N);
+      mm_cp_commit();
+      mm_cp_wait<1>();
+    } else {
+      mm_cp_wait<0>();
+    }
+    __syncthreads();
+    const bf16 *Ks = KV + (it & 1) * 2 * D::TILE, *Vs = Ks + D::TILE;
+    if (live) {
+      if (it == 0) mm_afrag<HD>(qa, Qs, 16 * w);
+      float s[8][4];
+      for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0;
+      mm_abt<HD>(s, qa, Ks);
+      float x0 = -INFINITY, x1 = -INFINITY;
+      for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+          const int key = k0 + j * 8 + 2 * t + (e & 1);
+          s[j][e] = key < N ? s[j][e] * c : -INFINITY;
+          if (e < 2) x0 = fmaxf(x0, s[j][e]);
+          else x1 = fmaxf(x1, s[j][e]);
+        }
+      for (int sh = 1; sh < 4; sh <<= 1) {
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, sh));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, sh));
+      }
+      /* every tile holds at least one key < N, so the new maxima are finite */
+      const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+      const float a0 = exp2f(m0 - n0), a1 = exp2f(m1 - n1);
+      m0 = n0, m1 = n1;
+      float r0 = 0, r1 = 0;
+      for (int j = 0; j < 8; j++) {
+        s[j][0] = exp2f(s[j][0] - n0), s[j][1] = exp2f(s[j][1] - n0);
+        s[j][2] = exp2f(s[j][2] - n1), s[j][3] = exp2f(s[j][3] - n1);
+        r0 += s[j][0] + s[j][1];
+        r1 += s[j][2] + s[j][3];
+      }
+      l0 = l0 * a0 + r0, l1 = l1 * a1 + r1;
+      for (int j = 0; j < HD / 8; j++) o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+      mm_pv<HD>(o, s, Vs);
+    }
+    __syncthreads(); /* this buffer's readers are done before the next iteration refills it */
+  }
+  if (!live) return;
+  for (int sh = 1; sh < 4; sh <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, sh);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, sh);
+  }
+  const int r = q0 + 16 * w;
+  mm_store<HD>(out + (size_t)b * N * H * HD + (size_t)h * HD, (size_t)H * HD, r, N, o, 1.0f / l0, 1.0f / l1);
+  if (lse && t == 0) {
+    float *L = lse + (size_t)bh * N;
+    if (r + g < N) L[r + g] = (m0 + log2f(l0)) / MM_LOG2E;
+    if (r + g + 8 < N) L[r + g + 8] = (m1 + log2f(l1)) / MM_LOG2E;
+  }
+}
+
+/* ---- backward ------------------------------------------------------------------------------------- */
+
+/* dQ for one query tile, and D = rowsum(dO * O) for it into Dg (the key-tile kernel reads it).  K
+ * and V tiles are double-buffered as in the forward. */
+template <int HD>
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_bwd_dq_kernel(bf16 *dqkv, float *Dg, const bf16 *dout, const bf16 *out, const bf16 *qkv,
+                     const float *lse, int N, int H, float scale) {
+  typedef mm_dims<HD> D;
+  extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
+  bf16 *Qs = (bf16 *)mm_sh, *dOs = Qs + D::TILE, *KV = dOs + D::TILE; /* KV: [2][K, V] */
+  float *Ds = (float *)(KV + 4 * D::TILE);
+  const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * MM_ROWS;
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const size_t ld = (size_t)3 * H * HD, ldo = (size_t)H * HD;
+  const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
+  const bf16 *dO = dout + (size_t)b * N * ldo + (size_t)h * HD, *O = out + (size_t)b * N * ldo + (size_t)h * HD;
+  mm_load<HD>(Qs, q, ld, q0, N);
+  mm_load<HD>(dOs, dO, ldo, q0, N);
+  mm_load<HD>(KV, k, ld, 0, N);
+  mm_load<HD>(KV + D::TILE, v, ld, 0, N);
+  mm_cp_commit();
+  { /* D while the copies fly: two threads per row, HD / 2 elements each */
+    const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
+    float d = 0;
+    if (q0 + r < N) {
+      const bf16 *a = dO + (size_t)(q0 + r) * ldo + half * (HD / 2), *o = O + (size_t)(q0 + r) * ldo + half * (HD / 2);
+      for (int e = 0; e < HD / 2; e++) d += __bfloat162float(a[e]) * __bfloat162float(o[e]);
+    }
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    if (!half) {
+      Ds[r] = d;
+      if (q0 + r < N) Dg[(size_t)bh * N + q0 + r] = d;
+    }
+  }
+  const int live = q0 + 16 * w < N;
+  uint32_t qa[HD / 16][4], da[HD / 16][4];
+  const int r = q0 + 16 * w;
+  const float c = scale * MM_LOG2E;
+  const float L0 = r + g < N ? lse[(size_t)bh * N + r + g] * MM_LOG2E : 0.0f;
+  const float L1 = r + g + 8 < N ? lse[(size_t)bh * N + r + g + 8] * MM_LOG2E : 0.0f;
+  float D0 = 0, D1 = 0;
+  float dq[HD / 8][4];
+  for (int j = 0; j < HD / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0;
+  const int nt = (N + MM_ROWS - 1) / MM_ROWS;
+  for (int it = 0; it < nt; it++) {
+    const int k0 = it * MM_ROWS;
+    if (it + 1 < nt) {
+      bf16 *nb = KV + ((it + 1) & 1) * 2 * D::TILE;
+      mm_load<HD>(nb, k, ld, k0 + MM_ROWS, N);
+      mm_load<HD>(nb + D::TILE, v, ld, k0 + MM_ROWS, N);
+      mm_cp_commit();
+      mm_cp_wait<1>();
+    } else {
+      mm_cp_wait<0>();
+    }
+    __syncthreads();
+    const bf16 *Ks = KV + (it & 1) * 2 * D::TILE, *Vs = Ks + D::TILE;
+    if (live) {
+      if (it == 0) {
+        mm_afrag<HD>(qa, Qs, 16 * w);
+        mm_afrag<HD>(da, dOs, 16 * w);
+        D0 = Ds[16 * w + g], D1 = Ds[16 * w + g + 8];
+      }
+      float s[8][4], dp[8][4];
+      for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
+      mm_abt<HD>(s, qa, Ks);
+      mm_abt<HD>(dp, da, Vs);
+      for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+          const int key = k0 + j * 8 + 2 * t + (e & 1);
+          const float p = key < N ? exp2f(s[j][e] * c - (e < 2 ? L0 : L1)) : 0.0f;
+          /* dS rounded to bf16 by mm_pv, as the GEMM form stores it */
+          s[j][e] = p * (dp[j][e] - (e < 2 ? D0 : D1));
+        }
+      mm_pv<HD>(dq, s, Ks);
+    }
+    __syncthreads();
+  }
+  if (!live) return;
+  mm_store<HD>(dqkv + (size_t)b * N * ld + (size_t)h * HD, ld, r, N, dq, scale, scale);
+}
+
+/* dK and dV for one key tile: warp w owns keys k0 + 16 w .. + 15 and walks every query tile, Q,
+ * dO and their row statistics double-buffered. */
+template <int HD>
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_bwd_dkv_kernel(bf16 *dqkv, const float *Dg, const bf16 *dout, const bf16 *qkv,
+                      const float *lse, int N, int H, float scale) {
+  typedef mm_dims<HD> D;
+  extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
+  bf16 *Ks = (bf16 *)mm_sh, *Vs = Ks + D::TILE, *QD = Vs + D::TILE; /* QD: [2][Q, dO] */
+  float *LD2 = (float *)(QD + 4 * D::TILE);                        /* [2][lse, D] */
+  const int bh = blockIdx.y, b = bh / H, h = bh % H, k0 = blockIdx.x * MM_ROWS;
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, t = l & 3;
+  const size_t ld = (size_t)3 * H * HD, ldo = (size_t)H * HD;
+  const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
+  const bf16 *dO = dout + (size_t)b * N * ldo + (size_t)h * HD;
+  const float *lse_bh = lse + (size_t)bh * N, *D_bh = Dg + (size_t)bh * N;
+  mm_load<HD>(Ks, k, ld, k0, N);
+  mm_load<HD>(Vs, v, ld, k0, N);
+  mm_load<HD>(QD, q, ld, 0, N);
+  mm_load<HD>(QD + D::TILE, dO, ldo, 0, N);
+  mm_cp_commit();
+  if (threadIdx.x < MM_ROWS) {
+    const int qi = threadIdx.x;
+    LD2[qi] = qi < N ? lse_bh[qi] * MM_LOG2E : 0.0f;
+    LD2[MM_ROWS + qi] = qi < N ? D_bh[qi] : 0.0f;
+  }
+  const int live = k0 + 16 * w < N;
+  uint32_t ka[HD / 16][4], va[HD / 16][4];
+  const float c = scale * MM_LOG2E;
+  float dk[HD / 8][4], dv[HD / 8][4];
+  for (int j = 0; j < HD / 8; j++)
+    for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0;
+  const int nt = (N + MM_ROWS - 1) / MM_ROWS;
+  for (int it = 0; it < nt; it++) {
+    const int q0 = it * MM_ROWS;
+    if (it + 1 < nt) {
+      const int nb = (it + 1) & 1, qn = q0 + MM_ROWS;
+      mm_load<HD>(QD + nb * 2 * D::TILE, q, ld, qn, N);
+      mm_load<HD>(QD + nb * 2 * D::TILE + D::TILE, dO, ldo, qn, N);
+      mm_cp_commit();
+      if (threadIdx.x < MM_ROWS) {
+        const int qi = qn + threadIdx.x;
+        LD2[nb * 2 * MM_ROWS + threadIdx.x] = qi < N ? lse_bh[qi] * MM_LOG2E : 0.0f;
+        LD2[nb * 2 * MM_ROWS + MM_ROWS + threadIdx.x] = qi < N ? D_bh[qi] : 0.0f;
+      }
+      mm_cp_wait<1>();
+    } else {
+      mm_cp_wait<0>();
+    }
+    __syncthreads();
+    const bf16 *Qs = QD + (it & 1) * 2 * D::TILE, *dOs = Qs + D::TILE;
+    const float *Ls = LD2 + (it & 1) * 2 * MM_ROWS, *Ds = Ls + MM_ROWS;
+    if (live) {
+      if (it == 0) {
+        mm_afrag<HD>(ka, Ks, 16 * w);
+        mm_afrag<HD>(va, Vs, 16 * w);
+      }
+      /* transposed scores: rows are this warp's keys, columns the tile's queries */
+      float s[8][4], dp[8][4];
+      for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
+      mm_abt<HD>(s, ka, Qs);
+      mm_abt<HD>(dp, va, dOs);
+      for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+          const int col = j * 8 + 2 * t + (e & 1);
+          const float p = q0 + col < N ? exp2f(s[j][e] * c - Ls[col]) : 0.0f;
+          s[j][e] = p;
+          dp[j][e] = p * (dp[j][e] - Ds[col]);
+        }
+      mm_pv<HD>(dv, s, dOs);
+      mm_pv<HD>(dk, dp, Qs);
+    }
+    __syncthreads();
+  }
+  if (!live) return;
+  bf16 *dk_out = dqkv + (size_t)b * N * ld + (size_t)H * HD + (size_t)h * HD;
+  mm_store<HD>(dk_out, ld, k0 + 16 * w, N, dk, scale, scale);
+  mm_store<HD>(dk_out + (size_t)H * HD, ld, k0 + 16 * w, N, dv, 1.0f, 1.0f);
+}
+
+/* ---- launchers ------------------------------------------------------------------------------------ */
+
+template <int HD> static size_t mm_smem_fwd(void) { return 5 * sizeof(bf16) * mm_dims<HD>::TILE; }
+template <int HD> static size_t mm_smem_bwd(void) {
+  return 6 * sizeof(bf16) * mm_dims<HD>::TILE + 4 * MM_ROWS * sizeof(float);
+}
+
+/* Kernels with more than 48 KiB of dynamic shared memory must say so (55 KiB at HD 64: within
+ * what compute capability 8.0 and later allow a block). */
+template <typename K> static void mm_allow(K kernel, size_t bytes, int *done) {
+  if (*done || bytes <= 48 * 1024) return;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  *done = 1;
+}
+
+/* (tiles of 64 rows) in x, (batch x heads) in y: y stops at 65535. */
+static dim3 mm_grid(int B, int N, int H) {
+  const long bh = (long)B * H;
+  if (bh > 65535) SCD_FAIL("attention: %ld (batch x heads) exceeds the tensor-core kernels' grid", bh);
+  return dim3((unsigned)((N + MM_ROWS - 1) / MM_ROWS), (unsigned)bh);
+}
+
+int k_attn_mma_covers(int BH, int hd, const void *qkv, const void *dout) {
+  return cu.prop.major >= 8 && (hd == 32 || hd == 64) && BH >= 1 && BH <= 65535 &&
+         (hd == 32 ? mm_smem_bwd<32>() : mm_smem_bwd<64>()) <= cu.prop.sharedMemPerBlockOptin &&
+         !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
+}
+
+template <int HD>
+static void mm_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, float scale) {
+  static int big;
+  mm_allow(mm_fwd_kernel<HD>, mm_smem_fwd<HD>(), &big);
+  mm_fwd_kernel<HD><<<mm_grid(B, N, H), MM_THREADS, mm_smem_fwd<HD>(), cu.stream>>>(out, lse, qkv, N, H, scale);
+  CHECK_LAUNCH();
+}
+
+template <int HD>
+static void mm_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                   float *Dg, int B, int N, int H, float scale) {
+  static int big_q, big_k;
+  mm_allow(mm_bwd_dq_kernel<HD>, mm_smem_bwd<HD>(), &big_q);
+  mm_allow(mm_bwd_dkv_kernel<HD>, mm_smem_bwd<HD>(), &big_k);
+  const dim3 grid = mm_grid(B, N, H);
+  mm_bwd_dq_kernel<HD><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, out, qkv, lse, N,
+                                                                           H, scale);
+  CHECK_LAUNCH();
+  mm_bwd_dkv_kernel<HD><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, qkv, lse, N, H,
+                                                                            scale);
+  CHECK_LAUNCH();
+}
+
+void k_attn_mma_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
+  if (hd == 32) mm_fwd<32>(out, lse, qkv, B, N, H, scale);
+  else mm_fwd<64>(out, lse, qkv, B, N, H, scale);
+}
+
+void k_attn_mma_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                    float *Dg, int B, int N, int H, int hd, float scale) {
+  if (hd == 32) mm_bwd<32>(dqkv, dout, out, qkv, lse, Dg, B, N, H, scale);
+  else mm_bwd<64>(dqkv, dout, out, qkv, lse, Dg, B, N, H, scale);
+}
