@@ -187,6 +187,26 @@ __device__ __forceinline__ void mm_store(bf16 *dst, size_t ld, int r0, int N, co
   }
 }
 
+/* One step of the double-buffered stream: queue the copies of tile it + 1's rows of a and b into
+ * the other half of buf ([2][a, b] tiles), then wait for tile it's (the caller synchronises the
+ * block before reading them; the half it fills was last read before the previous barrier).
+ * Returns tile it's a; its b follows. */
+template <int HD>
+__device__ __forceinline__ const bf16 *mm_pipe(bf16 *buf, const bf16 *a, size_t lda, const bf16 *b,
+                                               size_t ldb, int it, int nt, int N) {
+  typedef mm_dims<HD> D;
+  if (it + 1 < nt) {
+    bf16 *nb = buf + ((it + 1) & 1) * 2 * D::TILE;
+    mm_load<HD>(nb, a, lda, (it + 1) * MM_ROWS, N);
+    mm_load<HD>(nb + D::TILE, b, ldb, (it + 1) * MM_ROWS, N);
+    mm_cp_commit();
+    mm_cp_wait<1>();
+  } else {
+    mm_cp_wait<0>();
+  }
+  return buf + (it & 1) * 2 * D::TILE;
+}
+
 /* ---- forward -------------------------------------------------------------------------------------- */
 
 template <int HD>
@@ -213,17 +233,8 @@ __global__ void __launch_bounds__(MM_THREADS)
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
   for (int it = 0; it < nt; it++) {
     const int k0 = it * MM_ROWS;
-    if (it + 1 < nt) { /* the buffer it fills was last read before the previous barrier */
-      bf16 *nb = KV + ((it + 1) & 1) * 2 * D::TILE;
-      mm_load<HD>(nb, k, ld, k0 + MM_ROWS, N);
-      mm_load<HD>(nb + D::TILE, v, ld, k0 + MM_ROWS, N);
-      mm_cp_commit();
-      mm_cp_wait<1>();
-    } else {
-      mm_cp_wait<0>();
-    }
+    const bf16 *Ks = mm_pipe<HD>(KV, k, ld, v, ld, it, nt, N), *Vs = Ks + D::TILE;
     __syncthreads();
-    const bf16 *Ks = KV + (it & 1) * 2 * D::TILE, *Vs = Ks + D::TILE;
     if (live) {
       if (it == 0) mm_afrag<HD>(qa, Qs, 16 * w);
       float s[8][4];
@@ -319,17 +330,8 @@ __global__ void __launch_bounds__(MM_THREADS)
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
   for (int it = 0; it < nt; it++) {
     const int k0 = it * MM_ROWS;
-    if (it + 1 < nt) {
-      bf16 *nb = KV + ((it + 1) & 1) * 2 * D::TILE;
-      mm_load<HD>(nb, k, ld, k0 + MM_ROWS, N);
-      mm_load<HD>(nb + D::TILE, v, ld, k0 + MM_ROWS, N);
-      mm_cp_commit();
-      mm_cp_wait<1>();
-    } else {
-      mm_cp_wait<0>();
-    }
+    const bf16 *Ks = mm_pipe<HD>(KV, k, ld, v, ld, it, nt, N), *Vs = Ks + D::TILE;
     __syncthreads();
-    const bf16 *Ks = KV + (it & 1) * 2 * D::TILE, *Vs = Ks + D::TILE;
     if (live) {
       if (it == 0) {
         mm_afrag<HD>(qa, Qs, 16 * w);
@@ -391,22 +393,13 @@ __global__ void __launch_bounds__(MM_THREADS)
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
   for (int it = 0; it < nt; it++) {
     const int q0 = it * MM_ROWS;
-    if (it + 1 < nt) {
-      const int nb = (it + 1) & 1, qn = q0 + MM_ROWS;
-      mm_load<HD>(QD + nb * 2 * D::TILE, q, ld, qn, N);
-      mm_load<HD>(QD + nb * 2 * D::TILE + D::TILE, dO, ldo, qn, N);
-      mm_cp_commit();
-      if (threadIdx.x < MM_ROWS) {
-        const int qi = qn + threadIdx.x;
-        LD2[nb * 2 * MM_ROWS + threadIdx.x] = qi < N ? lse_bh[qi] * MM_LOG2E : 0.0f;
-        LD2[nb * 2 * MM_ROWS + MM_ROWS + threadIdx.x] = qi < N ? D_bh[qi] : 0.0f;
-      }
-      mm_cp_wait<1>();
-    } else {
-      mm_cp_wait<0>();
+    const bf16 *Qs = mm_pipe<HD>(QD, q, ld, dO, ldo, it, nt, N), *dOs = Qs + D::TILE;
+    if (it + 1 < nt && threadIdx.x < MM_ROWS) { /* the next tile's row statistics, likewise */
+      const int nb = (it + 1) & 1, qi = q0 + MM_ROWS + threadIdx.x;
+      LD2[nb * 2 * MM_ROWS + threadIdx.x] = qi < N ? lse_bh[qi] * MM_LOG2E : 0.0f;
+      LD2[nb * 2 * MM_ROWS + MM_ROWS + threadIdx.x] = qi < N ? D_bh[qi] : 0.0f;
     }
     __syncthreads();
-    const bf16 *Qs = QD + (it & 1) * 2 * D::TILE, *dOs = Qs + D::TILE;
     const float *Ls = LD2 + (it & 1) * 2 * MM_ROWS, *Ds = Ls + MM_ROWS;
     if (live) {
       if (it == 0) {

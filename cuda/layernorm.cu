@@ -14,12 +14,50 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + ROWS_PER_BLOCK 
 
 /* ---- LayerNorm ---------------------------------------------------------------------------------- */
 
+/* V consecutive elements at p as floats, and back (V = 4: one 8-byte bf16 or 16-byte fp32 access). */
+template <int V> __device__ __forceinline__ void ln_ldv(float *v, const float *p) {
+  if (V == 4) {
+    const float4 q = *(const float4 *)p;
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    for (int j = 0; j < V; j++) v[j] = p[j];
+  }
+}
+template <int V> __device__ __forceinline__ void ln_ldv(float *v, const bf16 *p) {
+  if (V == 4) {
+    const uint2 q = *(const uint2 *)p;
+    const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *)&q.x);
+    const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *)&q.y);
+    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+  } else {
+    for (int j = 0; j < V; j++) v[j] = ldf(&p[j]);
+  }
+}
+template <int V> __device__ __forceinline__ void ln_stv(float *p, const float *v) {
+  if (V == 4) *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    for (int j = 0; j < V; j++) p[j] = v[j];
+}
+template <int V> __device__ __forceinline__ void ln_stv(bf16 *p, const float *v) {
+  if (V == 4) {
+    uint2 q;
+    *(__nv_bfloat162 *)&q.x = __floats2bfloat162_rn(v[0], v[1]);
+    *(__nv_bfloat162 *)&q.y = __floats2bfloat162_rn(v[2], v[3]);
+    *(uint2 *)p = q;
+  } else {
+    for (int j = 0; j < V; j++) stf(&p[j], v[j]);
+  }
+}
+
+
 /* The forward, one warp per row, in two forms with the same arithmetic in the same order (so the
  * same bits), both for the plain op (f NULL: the LayerNorm of x, rows ldx apart) and for the fused
  * one (y = x + s[b] f as k_residual_fwd computes it, stored, then the LayerNorm of y as stored).
- * Up to 1024 columns a lane holds its C elements (d = lane + 32k) in registers: each load is
- * issued once, all C at a time; wider rows loop and read the row again from cache. */
-template <typename T, int C>
+ * Up to 1024 columns a lane holds its C elements in registers (d = (32 k + lane) V + j: V = 4
+ * consecutive elements per access where the rows allow it, else 1): each load is issued once, all
+ * at a time; wider rows loop and read the row again from cache.  The sums' order follows the
+ * mapping, so the plain and the fused op agree bit for bit whenever both take the same V. */
+template <typename T, int C, int V>
 __global__ void ln_fwd_regs_kernel(T *y, T *ln, float *mean, float *rstd, const T *x, int ldx,
                                    const T *f, const float *s, int rps, const float *g,
                                    const float *b, int rows, int D, float eps) {
@@ -29,39 +67,46 @@ __global__ void ln_fwd_regs_kernel(T *y, T *ln, float *mean, float *rstd, const 
   const size_t o = (size_t)row * D;
   float v[C];
   float sum = 0.0f;
-  if (f) {
-    const float sb = s ? s[row / rps] : 1.0f;
+  const float sb = f && s ? s[row / rps] : 1.0f;
 #pragma unroll
-    for (int k = 0; k < C; k++) {
-      const int d = lane + 32 * k;
-      if (d < D) {
-        v[k] = rounded<T>(ldf(&xr[d]) + sb * ldf(&f[o + d]));
-        stf(&y[o + d], v[k]);
+  for (int k = 0; k < C / V; k++) {
+    const int d0 = (32 * k + lane) * V;
+    if (d0 < D) {
+      ln_ldv<V>(v + k * V, xr + d0);
+      if (f) {
+        float fv[V];
+        ln_ldv<V>(fv, f + o + d0);
+#pragma unroll
+        for (int j = 0; j < V; j++) v[k * V + j] = rounded<T>(v[k * V + j] + sb * fv[j]);
+        ln_stv<V>(y + o + d0, v + k * V);
       }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < C; k++) {
-      const int d = lane + 32 * k;
-      if (d < D) v[k] = ldf(&xr[d]);
     }
   }
 #pragma unroll
-  for (int k = 0; k < C; k++)
-    if (lane + 32 * k < D) sum += v[k];
+  for (int k = 0; k < C / V; k++)
+    if ((32 * k + lane) * V < D)
+#pragma unroll
+      for (int j = 0; j < V; j++) sum += v[k * V + j];
   const float mu = warp_sum(sum) / D;
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < C; k++)
-    if (lane + 32 * k < D) {
-      const float t = v[k] - mu;
-      ss += t * t;
-    }
+  for (int k = 0; k < C / V; k++)
+    if ((32 * k + lane) * V < D)
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        const float t = v[k * V + j] - mu;
+        ss += t * t;
+      }
   const float rs = 1.0f / sqrtf(warp_sum(ss) / D + eps);
 #pragma unroll
-  for (int k = 0; k < C; k++) {
-    const int d = lane + 32 * k;
-    if (d < D) stf(&ln[o + d], (v[k] - mu) * rs * g[d] + b[d]);
+  for (int k = 0; k < C / V; k++) {
+    const int d0 = (32 * k + lane) * V;
+    if (d0 < D) {
+      float r[V];
+#pragma unroll
+      for (int j = 0; j < V; j++) r[j] = (v[k * V + j] - mu) * rs * g[d0 + j] + b[d0 + j];
+      ln_stv<V>(ln + o + d0, r);
+    }
   }
   if (lane == 0) {
     if (mean) mean[row] = mu;
@@ -113,11 +158,18 @@ static void ln_fwd_run(T *y, T *ln, float *mean, float *rstd, const T *x, int ld
                        float eps) {
   if (rows <= 0) return;
   const unsigned nb = row_blocks(rows), nt = 32 * ROWS_PER_BLOCK;
+  /* 4 elements per access where every row allows it (ViT widths are multiples of 4) */
+  const uintptr_t al = (uintptr_t)y | (uintptr_t)ln | (uintptr_t)x | (uintptr_t)f;
+  const int vec = D % 4 == 0 && ldx % 4 == 0 && al % (4 * sizeof(T)) == 0;
   switch (ln_lane_cols(D)) {
 #define LNF_CASE(C)                                                                              \
   case C:                                                                                        \
-    ln_fwd_regs_kernel<T, C><<<nb, nt, 0, cu.stream>>>(y, ln, mean, rstd, x, ldx, f, s, rps, g, b, \
-                                                       rows, D, eps);                            \
+    if (vec)                                                                                     \
+      ln_fwd_regs_kernel<T, C, 4><<<nb, nt, 0, cu.stream>>>(y, ln, mean, rstd, x, ldx, f, s, rps, \
+                                                            g, b, rows, D, eps);                 \
+    else                                                                                         \
+      ln_fwd_regs_kernel<T, C, 1><<<nb, nt, 0, cu.stream>>>(y, ln, mean, rstd, x, ldx, f, s, rps, \
+                                                            g, b, rows, D, eps);                 \
     break;
     LNF_CASE(4)
     LNF_CASE(8)
@@ -171,41 +223,6 @@ __device__ __forceinline__ void ln_bwd_store(T *dxp, T *dfp, float sb, float dyv
                                              float a, float c, float rs) {
   stf(dxp, ldf(dxp) + rs * (dyv * gv - a - xh * c));
   if (dfp) stf(dfp, sb * ldf(dxp));
-}
-
-/* V consecutive elements at p as floats, and back (V = 4: one 8-byte bf16 or 16-byte fp32 access). */
-template <int V> __device__ __forceinline__ void ln_ldv(float *v, const float *p) {
-  if (V == 4) {
-    const float4 q = *(const float4 *)p;
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-  } else {
-    for (int j = 0; j < V; j++) v[j] = p[j];
-  }
-}
-template <int V> __device__ __forceinline__ void ln_ldv(float *v, const bf16 *p) {
-  if (V == 4) {
-    const uint2 q = *(const uint2 *)p;
-    const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *)&q.x);
-    const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *)&q.y);
-    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
-  } else {
-    for (int j = 0; j < V; j++) v[j] = ldf(&p[j]);
-  }
-}
-template <int V> __device__ __forceinline__ void ln_stv(float *p, const float *v) {
-  if (V == 4) *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
-  else
-    for (int j = 0; j < V; j++) p[j] = v[j];
-}
-template <int V> __device__ __forceinline__ void ln_stv(bf16 *p, const float *v) {
-  if (V == 4) {
-    uint2 q;
-    *(__nv_bfloat162 *)&q.x = __floats2bfloat162_rn(v[0], v[1]);
-    *(__nv_bfloat162 *)&q.y = __floats2bfloat162_rn(v[2], v[3]);
-    *(uint2 *)p = q;
-  } else {
-    for (int j = 0; j < V; j++) stf(&p[j], v[j]);
-  }
 }
 
 /* A warp takes LNB_ROWS rows in turn; lane l holds the elements d = (32 k + l) V + j (k < C / V,

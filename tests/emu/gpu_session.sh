@@ -21,8 +21,8 @@ done
 cd "$top_srcdir" || exit 99 # run.sh runs from the repository root
 expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
   SCDINO_GPU_BENCH_ARGS="-D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 4 -s 1 -w 0" \
-  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M SCDINO_GPU_BUDGET=0 bash tests/gpu/run.sh "$dir/pack" tests probe bench \
-  attn extra train busbw
+  SCDINO_GPU_BATCHES=8 SCDINO_GPU_BUSBW_MAX=1M SCDINO_GPU_BUDGET=0 SCDINO_GPU_E2E_SMALL=1 bash tests/gpu/run.sh "$dir/pack" \
+  tests probe bench attn extra train busbw e2e
 out=$(cat "$dir/out/summary.txt" 2>&1)
 for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu_augment test_gpu_nccl \
          test_optim_update; do
@@ -50,6 +50,7 @@ grep -Eq '^  o_linear_fwd +gemm +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$dir/out/
   fail "bench.log has no op table row for o_linear_fwd"
 expect_grep '^cuDNN attention probe: [1-9][0-9]* backward plan\(s\) built in the backend.s layout \(probe.log\)$'
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
+expect_grep '^scdino e2e \(vit_tiny, batch 8\): \(epoch 0: [1-9][0-9]* steps, [0-9]+ images in [0-9.]+s, [0-9.]+ img/s\)$'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
 expect_nogrep 'FAIL|failed:|TIMEOUT|skipped'
 # A later call with the same OUT: the attn stage again replaces only its own lines of results.txt.
@@ -61,6 +62,12 @@ nchecks=$((nchecks + 1))
 [ "$n_before" = 2 ] && [ "$(grep -c '^scdino-bf16 \|^scdino-bf16-tanh ' "$dir/out/results.txt")" = 2 ] &&
   [ "$(grep -c '^scdino-bf16-gemm ' "$dir/out/results.txt")" = 1 ] ||
   fail "results.txt after a second call: $(cut -d' ' -f1 "$dir/out/results.txt" | paste -sd' ')"
+# pack.sh's form: the programs as bin.tar.xz, unpacked by run.sh (here with nothing to run).
+mkdir -p "$dir/pack3/bin" && : > "$dir/pack3/bin/placeholder" && tar -C "$dir/pack3" -cJf "$dir/pack3/bin.tar.xz" bin &&
+  rm -rf "$dir/pack3/bin"
+expect_exit 0 env OUT="$dir/out3" TMPDIR="$dir" bash tests/gpu/run.sh "$dir/pack3" goals
+nchecks=$((nchecks + 1))
+[ -f "$dir/scdino-pack/bin/placeholder" ] || fail "run.sh did not unpack bin.tar.xz"
 # A budget the runs do not fit in: each skipped run is said, nothing runs past it.
 expect_exit 0 env OUT="$dir/out2" TMPDIR="$dir" SCDINO_GPU_BUDGET=20 bash tests/gpu/run.sh "$dir/pack" tests bench
 out=$(cat "$dir/out2/summary.txt" 2>&1)

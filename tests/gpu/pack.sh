@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/gpu/pack.sh - get a GPU session ready, on this (GPU-less) machine: build the GPU tests, the
-# benchmark and the binary in a --with-cuda build directory, copy them (stripped) and the Debian
-# runtime libraries they link (Open MPI, HDF5, libtiff, OpenBLAS) into PACK, and print the one
-# command to run on the GPU machine.
+# benchmark and the binary in a --with-cuda build directory, pack them (stripped, PACK/bin.tar.xz)
+# and the Debian runtime libraries they link (Open MPI, HDF5, libtiff, OpenBLAS; PACK/debs) into
+# PACK, and print the one command to run on the GPU machine.
 #
 # usage: tests/gpu/pack.sh BUILD_DIR [PACK_DIR]
 #   BUILD_DIR  a build configured with --with-cuda (e.g. mkdir b && cd b && ../configure --with-cuda)
@@ -21,12 +21,19 @@ tests/gpu/cudnn_probe
 bench/gpu_train_bench tests/train_mkdata scdino scdino_allreduce_perf"
 # shellcheck disable=SC2086
 make -C "$build" -j"$(nproc)" $progs
-mkdir -p "$pack/bin"
-rm -f "$pack"/bin/*
+# The programs travel as one xz archive: each links the whole static CUDA library (about 4 MB
+# stripped, 45 MB for the set), and the device tool carries 64 MiB in all with the source tree;
+# compressed they are 2 MB.  run.sh unpacks bin.tar.xz when there is no bin/.
+stage=$(mktemp -d)
+mkdir -p "$stage/bin"
 for p in $progs; do
-  cp "$build/$p" "$pack/bin/"
-  strip "$pack/bin/$(basename "$p")"
+  cp "$build/$p" "$stage/bin/"
+  strip "$stage/bin/$(basename "$p")"
 done
+mkdir -p "$pack"
+rm -rf "$pack/bin"
+tar -C "$stage" -cJf "$pack/bin.tar.xz" bin
+rm -rf "$stage"
 if ! ls "$pack"/debs/*.deb >/dev/null 2>&1; then
   fetch=${SCDINO_SHARED:-/work/shared}/device/fetch-runtime-debs.sh
   [ -x "$fetch" ] || fetch=$top/../shared/device/fetch-runtime-debs.sh

@@ -3,8 +3,8 @@
 # PyTorch side by side); full logs under $OUT, a short table last.
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
-#   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin/ and debs/
-#   STAGE     tests | probe | bench | attn | torch | extra | train | busbw | goals | all (default
+#   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin.tar.xz (or bin/) and debs/
+#   STAGE     tests | probe | bench | attn | torch | extra | train | busbw | e2e | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer)
@@ -21,6 +21,8 @@
 #                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
 #                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
+#             e2e    scdino at full size: one epoch of ViT-S/16 at batch 64 on 3200 synthetic
+#                    5 x 256 x 256 images (loader, GPU augmentation, checkpoint), in e2e.log
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
 #             goals  issue 6's goals at batch 64 in bf16 from results.txt (this run's or an
@@ -36,6 +38,7 @@
 #   SCDINO_GPU_BENCH_ARGS  options appended to every gpu_train_bench run (e.g. a smaller model)
 #   SCDINO_GPU_BATCHES     the batches tried for the largest that fits (default 96 ... 512)
 #   SCDINO_GPU_BUSBW_MAX   the largest all-reduce of the busbw stage (default 1G)
+#   SCDINO_GPU_E2E_SMALL   1: the e2e stage on a tiny model and data set
 #   SCDINO_GPU_BUDGET      seconds the whole script keeps to (default 540: the device tool stops a
 #                          command after 600 s); a run that would not fit in what is left is
 #                          skipped and said (run its stage again in another call); 0: no limit
@@ -45,15 +48,21 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests probe bench attn torch extra train busbw goals"
+[ "$stages" = all ] && stages="tests probe bench attn torch extra train busbw e2e goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
 tests_log=$out/tests.log
 bench_log=$out/bench.log
 summary=$out/summary.txt
-[ -d "$pack/bin" ] || { echo "run.sh: no $pack/bin (run tests/gpu/pack.sh here first)"; exit 2; }
-bin=$(cd "$pack/bin" && pwd)
+if [ ! -d "$pack/bin" ] && [ -f "$pack/bin.tar.xz" ]; then # pack.sh's archive
+  rm -rf "$tmp/scdino-pack" && mkdir -p "$tmp/scdino-pack" && tar -C "$tmp/scdino-pack" -xJf "$pack/bin.tar.xz" ||
+    { echo "run.sh: cannot unpack $pack/bin.tar.xz"; exit 2; }
+  bin=$tmp/scdino-pack/bin
+else
+  [ -d "$pack/bin" ] || { echo "run.sh: no $pack/bin or $pack/bin.tar.xz (run tests/gpu/pack.sh here first)"; exit 2; }
+  bin=$(cd "$pack/bin" && pwd)
+fi
 
 # ---- runtime libraries ---------------------------------------------------------------------------
 rt=$tmp/scdino-rt
@@ -272,6 +281,36 @@ NML
     note "scdino train on the GPU: FAIL (see tests.log)"
   fi
   cat "$w/train.out" >> "$tests_log"
+fi
+
+# ---- scdino at full size: ViT-S/16, 5 x 256 x 256 uint16 images, batch 64 ---------------------------
+# The training loop itself (loader, GPU augmentation, steps, the epoch's checkpoint), as a user runs
+# it: its log lines' images/s next to gpu_train_bench's.
+if [[ " $stages " == *" e2e "* ]] && afford "scdino e2e" 120; then
+  w=$tmp/scdino-e2e
+  rm -rf "$w" && mkdir -p "$w"
+  # SCDINO_GPU_E2E_SMALL=1: a tiny model and data set instead (the dry run under the emulator)
+  if [ "${SCDINO_GPU_E2E_SMALL:-0}" = 1 ]; then
+    set -- 48 3 64 vit_tiny 1024 64 32 2 8
+  else
+    set -- 3200 5 256 vit_small 65536 224 96 8 64
+  fi
+  echo "==== scdino e2e: $4, batch $9, $1 images of $2 x $3 x $3" > "$out/e2e.log"
+  "$bin/train_mkdata" "$w/shards" "$1" "$2" "$3" "$3" >> "$out/e2e.log" 2>&1
+  cat > "$w/deck.nml" <<NML
+&control calculation = 'train', run_dir = '$w/run' /
+&data shard_dir = '$w/shards' /
+&model arch = '$4', patch_size = 16, out_dim = $5 /
+&crops global_size = $6, local_size = $7, local_crops_number = $8 /
+&training epochs = 1, batch_size_per_rank = $9, log_every = 5, warmup_epochs = 0, saveckp_freq = 1 /
+&system device = 'cuda', loader_threads = 8 /
+NML
+  if timeout "$(limit 240)" "$bin/scdino" "$w/deck.nml" >> "$out/e2e.log" 2>&1; then
+    note "scdino e2e ($4, batch $9): $(grep 'Averaged stats' "$out/e2e.log" | tail -1 | sed 's/.*(epoch/(epoch/')"
+    grep 'Epoch \[0/1\] it' "$out/e2e.log" | tail -2 | sed 's/^/    /' >> "$summary"
+  else
+    note "scdino e2e: FAIL (e2e.log)"
+  fi
 fi
 
 # ---- NCCL bus bandwidth ------------------------------------------------------------------------------
