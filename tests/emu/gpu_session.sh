@@ -28,6 +28,8 @@ for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu
          test_optim_update; do
   expect_grep "^$t +PASS "
 done
+expect_grep '^test_gpu_ops \(tuned\) +PASS '
+expect_grep '^test_gpu_model_ref \(tuned\) +PASS '
 expect_grep 'cuDNN attention: 14 of 14 forward and 7 of 7 backward calls ran in cuDNN'
 expect_grep 'bf16: 4 of 4 bias gradients summed by the weight gradient.s GEMM epilogue'
 for r in scdino-bf16 scdino-bf16-gemm scdino-bf16-cudnn scdino-bf16-bgrad-kernel scdino-bf16-tanh \

@@ -7,7 +7,8 @@
 #   STAGE     tests | probe | bench | attn | torch | extra | train | busbw | e2e | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
-#                    GPU crops, NCCL, fused optimizer)
+#                    GPU crops, NCCL, fused optimizer; ops and reference model again with the
+#                    GEMM tuning)
 #             probe  which attention layouts cuDNN builds plans for (tests/gpu/cudnn_probe, with
 #                    cuDNN's own error log), in probe.log
 #             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU and with the
@@ -133,11 +134,11 @@ for b in test_gpu_ops scdino; do
 done
 
 # ---- tests ---------------------------------------------------------------------------------------
-run_test() { # name, timeout
-  local name=$1 t0 rc outf=$tmp/scdino-gpu-test.out
-  afford "$name" 30 || return 0
+run_test() { # name, timeout[, label: said after the name]
+  local name=$1 t0 rc outf=$tmp/scdino-gpu-test.out label=$1${3:+ ($3)}
+  afford "$label" 30 || return 0
   t0=$(date +%s)
-  echo "==== $name" >> "$tests_log"
+  echo "==== $label" >> "$tests_log"
   # Synchronous launches: a sticky CUDA error is reported at the call that caused it.
   CUDA_LAUNCH_BLOCKING=1 timeout "$(limit "$2")" "$bin/$name" > "$outf" 2>&1
   rc=$?
@@ -152,7 +153,7 @@ run_test() { # name, timeout
   case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
   local checks
   checks=$(grep -E '^[0-9]+ checks, [0-9]+ failed' "$outf" | tail -1)
-  note "$(printf '%-22s %-7s %4ss  %s' "$name" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
+  note "$(printf '%-22s %-7s %4ss  %s' "$label" "$res" "$(( $(date +%s) - t0 ))" "$checks")"
   grep -E "^(FAIL|SKIP)|error|cuDNN attention|bias gradients summed" "$outf" | head -20 | sed 's/^/    /' >> "$summary"
   rm -f "$outf"
 }
@@ -165,6 +166,8 @@ if [[ " $stages " == *" tests "* ]]; then
   run_test test_gpu_augment 120
   run_test test_gpu_nccl 120
   run_test test_optim_update 120
+  # the GEMMs with SCDINO_CUDA_GEMM_TUNE=1: candidates timed on the real operands first
+  (export SCDINO_CUDA_GEMM_TUNE=1; run_test test_gpu_ops 300 tuned; run_test test_gpu_model_ref 120 tuned)
 fi
 
 # ---- benchmarks ------------------------------------------------------------------------------------
