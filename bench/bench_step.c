@@ -1,7 +1,7 @@
 /* bench/bench_step.c - the DINO training step the step benchmarks time and tests/gpu/test_gpu_train checks. */
 #include "build_config.h"
 
-#include "bench_step.h"
+#include "bench/bench_step.h"
 
 #include <string.h>
 

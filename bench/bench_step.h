@@ -2,11 +2,11 @@
 #ifndef SCDINO_BENCH_STEP_H
 #define SCDINO_BENCH_STEP_H
 
-#include "augment.h"
-#include "dino_loss.h"
-#include "dino_model.h"
-#include "ops.h"
-#include "optim.h"
+#include "data/augment.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/ops.h"
+#include "model/optim.h"
 
 /* Student/teacher model (weights from seed 40, planned for B images of 2 global crops of G pixels
  * and nl local crops of L pixels), DINO loss (temperatures 0.04, centre momentum 0.9) and AdamW

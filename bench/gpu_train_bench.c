@@ -41,20 +41,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cuda/augment_gpu.h"
-#include "../cuda/backend_cuda.h"
-#include "../cuda/cuda_check.h"
-#include "bench_result.h"
-#include "bench_step.h"
-#include "comm.h"
-#include "dino_loss.h"
-#include "dino_model.h"
-#include "grad_comm.h"
-#include "log.h"
-#include "ops.h"
-#include "ops_traffic.h"
-#include "optim.h"
-#include "rng.h"
+#include "bench/bench_result.h"
+#include "bench/bench_step.h"
+#include "bench/ops_traffic.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "cuda/augment_gpu.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cuda_check.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/grad_comm.h"
+#include "model/ops.h"
+#include "model/optim.h"
 
 struct bench_ctx {
   struct grad_comm *gc;

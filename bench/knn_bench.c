@@ -16,12 +16,12 @@
 #include <omp.h>
 #endif
 
-#include "bench_result.h"
-#include "check.h"
-#include "features_io.h"
-#include "knn.h"
-#include "log.h"
-#include "rng.h"
+#include "analysis/features_io.h"
+#include "analysis/knn.h"
+#include "bench/bench_result.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/rng.h"
 
 static void usage(void) {
   fprintf(stderr, "usage: knn_bench [--test N] [--train N] [--dim D] [--classes C] [--threads T] "

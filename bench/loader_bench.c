@@ -22,16 +22,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "augment.h"
-#include "bench_result.h"
-#include "check.h"
-#include "config.h"
-#include "fsutil.h"
-#include "loader.h"
-#include "log.h"
-#include "rng.h"
-#include "shards.h"
-#include "../tests/shardset.h"
+#include "bench/bench_result.h"
+#include "core/check.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "data/augment.h"
+#include "data/loader.h"
+#include "data/shards.h"
+#include "input/config.h"
+#include "tests/fixtures/shardset.h"
 
 /* CPU seconds of the calling thread: on a shared machine, time slices taken by other processes do
  * not count (wall-clock rates are reported next to it). */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench_result.h"
+#include "bench/bench_result.h"
 
 static double now(void) {
   struct timespec ts;

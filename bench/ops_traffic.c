@@ -1,7 +1,7 @@
 /* bench/ops_traffic.c - an op table that counts bytes and FLOPs, then calls the real op (ops_traffic.h). */
 #include "build_config.h"
 
-#include "ops_traffic.h"
+#include "bench/ops_traffic.h"
 
 #include <stdlib.h>
 #include <string.h>

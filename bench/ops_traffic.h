@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "ops.h"
+#include "model/ops.h"
 
 enum { TRAFFIC_GEMM, TRAFFIC_ATTN, TRAFFIC_OTHER, TRAFFIC_CLASSES };
 

@@ -20,16 +20,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_result.h"
-#include "bench_step.h"
-#include "check.h"
-#include "dino_loss.h"
-#include "dino_model.h"
-#include "log.h"
-#include "ops.h"
-#include "ops_traffic.h"
-#include "optim.h"
-#include "rng.h"
+#include "bench/bench_result.h"
+#include "bench/bench_step.h"
+#include "bench/ops_traffic.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/ops.h"
+#include "model/optim.h"
 
 /* ---- GEMM shapes of a step, and their replay through plain cblas_sgemm ---- */
 

@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 extern "C" {
-#include "log.h"
+#include "core/log.h"
 }
 
 #if defined(HAVE_CUDNN)

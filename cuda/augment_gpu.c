@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment_gpu.h"
-#include "augment_kernels.h"
-#include "backend_cuda.h"
-#include "check.h"
-#include "cuda_check.h"
-#include "imgops.h"
-#include "log.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "cuda/augment_gpu.h"
+#include "cuda/augment_kernels.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cuda_check.h"
+#include "data/imgops.h"
 
 #define NSLOT 2 /* staging buffers used in turn */
 

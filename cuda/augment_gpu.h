@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "augment.h"
+#include "data/augment.h"
 
 struct augment_gpu;
 

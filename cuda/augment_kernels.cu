@@ -8,8 +8,8 @@
 
 #include <float.h>
 
-#include "augment_kernels.h"
-#include "cuda_internal.h"
+#include "cuda/augment_kernels.h"
+#include "cuda/cuda_internal.h"
 
 #define AG_THREADS 256
 

@@ -10,12 +10,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend_cuda.h"
-#include "cuda_internal.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cuda_internal.h"
 
 extern "C" {
-#include "comm.h"
-#include "log.h"
+#include "core/comm.h"
+#include "core/log.h"
 }
 
 struct cu_ctx cu;

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "ops.h"
+#include "model/ops.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,7 +11,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "check.h"
+#include "core/check.h"
 #ifdef __cplusplus
 }
 #endif

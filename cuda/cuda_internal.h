@@ -14,9 +14,9 @@
 #include <stdio.h>
 
 extern "C" {
-#include "ops.h"
+#include "model/ops.h"
 }
-#include "cuda_check.h"
+#include "cuda/cuda_check.h"
 
 typedef __nv_bfloat16 bf16;
 

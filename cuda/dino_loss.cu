@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#include "colsum.cuh"
+#include "cuda/colsum.cuh"
 
 #define LTHREADS 512
 

@@ -6,7 +6,7 @@
  * inputs they give bit-identical results. */
 #include "build_config.h"
 
-#include "colsum.cuh"
+#include "cuda/colsum.cuh"
 
 #define EW_THREADS 256
 

@@ -18,11 +18,11 @@
 
 #include <vector>
 
-#include "backend_cuda.h"
-#include "cuda_internal.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cuda_internal.h"
 
 extern "C" {
-#include "log.h"
+#include "core/log.h"
 }
 
 enum { KIND_UNPROBED = -3, KIND_DECLINED = -2, KIND_NEITHER = -1, KIND_EXACT = 0, KIND_TANH = 1 };

@@ -19,10 +19,10 @@
 
 #include <vector>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 extern "C" {
-#include "log.h"
+#include "core/log.h"
 }
 
 #define LT_WORKSPACE (32u << 20) /* cuBLASLt's recommendation for Hopper */

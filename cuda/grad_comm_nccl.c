@@ -23,12 +23,12 @@
 #include <rdma/fabric.h>
 #endif
 
-#include "backend_cuda.h"
-#include "check.h"
-#include "comm.h"
-#include "cuda_check.h"
-#include "grad_comm.h"
-#include "log.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cuda_check.h"
+#include "model/grad_comm.h"
 
 #define NCCL_TIMEOUT_DEFAULT 600.0 /* seconds */
 

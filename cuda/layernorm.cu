@@ -6,7 +6,7 @@
  * LayerNorm forward and LayerNorm + drop-path backward run the plain ops' kernels. */
 #include "build_config.h"
 
-#include "colsum.cuh"
+#include "cuda/colsum.cuh"
 
 #define ROWS_PER_BLOCK 8 /* warps per block */
 

@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #define OCHUNK 8192
 #define OTHREADS 256

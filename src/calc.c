@@ -6,10 +6,16 @@
 
 #include <stdio.h>
 
+#include "analysis/attention.h"
+#include "analysis/features.h"
+#include "analysis/knn.h"
+#include "analysis/pipeline.h"
 #include "calc.h"
-#include "check.h"
-#include "log.h"
-#include "signals.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "data/prepare.h"
+#include "train/train.h"
 
 struct calc_entry {
   const char *name;

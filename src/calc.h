@@ -1,18 +1,13 @@
-/* calc.h - the calculations a deck can ask for, and the dispatch to their modules. */
+/* calc.h - the dispatch of the deck's `calculation` to the module that runs it: prepare
+ * (data/prepare.h), train (train/train.h), features (analysis/features.h), knn (analysis/knn.h),
+ * attention (analysis/attention.h), pipeline (analysis/pipeline.h).  Each module declares its own
+ * entry point, int X_run(const struct config *cfg), returning the process exit status. */
 #ifndef SCDINO_CALC_H
 #define SCDINO_CALC_H
 
-#include "config.h"
+#include "input/config.h"
 
 /* Run cfg->control.calculation.  Every rank calls it; returns the process exit status. */
 int calc_run(const struct config *cfg);
-
-/* Entry points of the modules (each returns an exit status, 0 on success). */
-int prepare_run(const struct config *cfg);   /* prepare.c   */
-int train_run(const struct config *cfg);     /* train.c     */
-int features_run(const struct config *cfg);  /* features.c  */
-int knn_run(const struct config *cfg);       /* knn.c       */
-int attention_run(const struct config *cfg); /* attention.c */
-int pipeline_run(const struct config *cfg);  /* pipeline.c  */
 
 #endif

@@ -20,12 +20,12 @@
 #endif
 
 #include "calc.h"
-#include "check.h"
-#include "comm.h"
-#include "config.h"
-#include "fsutil.h"
-#include "log.h"
-#include "version.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/version.h"
+#include "input/config.h"
 
 static void usage(FILE *f) {
   fprintf(f,

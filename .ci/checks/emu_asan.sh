@@ -17,8 +17,8 @@ if [ ! -f Makefile ]; then
     { tail -20 configure.log; echo "FAIL: emu_asan: configure"; exit 1; }
 fi
 progs="tests/emu/test_emu tests/emu/test_cublas_emu tests/emu/gpu_ops tests/emu/gpu_model_ref tests/emu/gpu_train \
-tests/emu/gpu_augment tests/emu/gpu_nccl tests/emu/scdino tests/emu/scdino_allreduce_perf tests/train_mkdata \
-tests/ckpt_compare"
+tests/emu/gpu_augment tests/emu/gpu_nccl tests/emu/scdino tests/emu/scdino_allreduce_perf tests/fixtures/train_mkdata \
+tests/fixtures/ckpt_compare"
 tests="tests/emu/test_emu tests/emu/divergent.sh tests/emu/test_cublas_emu tests/emu/gpu_ops tests/emu/gpu_model_ref \
 tests/emu/gpu_train tests/emu/gpu_augment tests/emu/nccl.sh tests/emu/train.sh tests/emu/busbw.sh tests/emu/shared_gpu.sh \
 tests/emu/cudnn.sh"

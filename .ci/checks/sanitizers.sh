@@ -11,10 +11,10 @@ mkdir -p "$top/build-san" && cd "$top/build-san" || exit 1
 if [ ! -f Makefile ]; then
   "$top/configure" -q --without-cuda --enable-sanitizers || { echo "FAIL: sanitizers: configure"; exit 1; }
 fi
-progs="tests/test_deck tests/test_config tests/test_tiff tests/test_shards tests/test_features_io \
-tests/hostile/rawtiff tests/hostile/h5edit tests/mktiff tests/knn_mkdata"
-tests="tests/test_deck tests/test_config tests/test_tiff tests/test_shards tests/test_features_io \
-tests/hostile_decks.sh tests/hostile_tiff.sh tests/hostile_shards.sh tests/hostile_features.sh tests/hostile_ckpt.sh"
+progs="tests/unit/input/test_deck tests/unit/input/test_config tests/unit/data/test_tiff tests/unit/data/test_shards tests/unit/analysis/test_features_io \
+tests/hostile/rawtiff tests/hostile/h5edit tests/fixtures/mktiff tests/fixtures/knn_mkdata"
+tests="tests/unit/input/test_deck tests/unit/input/test_config tests/unit/data/test_tiff tests/unit/data/test_shards tests/unit/analysis/test_features_io \
+tests/hostile/hostile_decks.sh tests/hostile/hostile_tiff.sh tests/hostile/hostile_shards.sh tests/hostile/hostile_features.sh tests/hostile/hostile_ckpt.sh"
 # shellcheck disable=SC2086
 make -j"$jobs" scdino $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: sanitizers: build"; exit 1; }
 # check_PROGRAMS is narrowed so that make check builds nothing else.
@@ -22,7 +22,7 @@ make -j"$jobs" check TESTS="$tests" check_PROGRAMS="$progs" >check.log 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS):' check.log | sed 's/^/sanitizers: /'
 if [ "$rc" != 0 ]; then
-  grep -E -h -B2 -A20 'ERROR: (Address|Leak)Sanitizer|runtime error:|^FAIL' tests/*.log 2>/dev/null | head -80
+  grep -E -h -B2 -A20 'ERROR: (Address|Leak)Sanitizer|runtime error:|^FAIL' tests/*/*.log tests/*/*/*.log 2>/dev/null | head -80
   echo "FAIL: sanitizers"
   exit 1
 fi

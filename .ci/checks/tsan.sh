@@ -14,7 +14,7 @@ if [ ! -f Makefile ]; then
   "$top/configure" -q --without-cuda CFLAGS="-g -O1 -fsanitize=thread" LDFLAGS=-fsanitize=thread \
     >configure.log 2>&1 || { tail -20 configure.log; echo "FAIL: tsan: configure"; exit 1; }
 fi
-progs="tests/test_loader tests/test_signals tests/test_shards tests/train_mkdata"
+progs="tests/unit/data/test_loader tests/unit/core/test_signals tests/unit/data/test_shards tests/fixtures/train_mkdata"
 # shellcheck disable=SC2086
 make -j"$jobs" scdino $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: tsan: build"; exit 1; }
 cat >tsan.supp <<'SUPP'
@@ -34,18 +34,18 @@ fails=0
 bad() { echo "tsan: FAIL: $*"; fails=$((fails + 1)); }
 
 # Unit tests, through make check (its environment); check_PROGRAMS narrowed to what is built.
-tests="tests/test_loader tests/test_signals tests/test_shards"
-make check TESTS="$tests" check_PROGRAMS="$progs" >check.log 2>&1 || bad "unit tests (see build-tsan/tests/*.log)"
+tests="tests/unit/data/test_loader tests/unit/core/test_signals tests/unit/data/test_shards"
+make check TESTS="$tests" check_PROGRAMS="$progs" >check.log 2>&1 || bad "unit tests (see build-tsan/tests/*/*/*.log)"
 grep -E '^(PASS|FAIL|ERROR):' check.log | sed 's/^/tsan: /'
 for t in $tests; do grep -q "ThreadSanitizer" "$t.log" 2>/dev/null && bad "$t: ThreadSanitizer report"; done
 
 # scdino: a fresh scratch directory of small runs.
 w=$b/runs
 rm -rf "$w" && mkdir -p "$w" && cd "$w" || exit 1
-"$b/tests/train_mkdata" shards 40 3 20 20 >/dev/null || { echo "FAIL: tsan: train_mkdata"; exit 1; }
-# The decks of the training tests (tests/train_lib.sh), with 2 loader threads.
-# shellcheck source=tests/train_lib.sh
-. "$top/tests/train_lib.sh"
+"$b/tests/fixtures/train_mkdata" shards 40 3 20 20 >/dev/null || { echo "FAIL: tsan: train_mkdata"; exit 1; }
+# The decks of the training tests (tests/cli/train_lib.sh), with 2 loader threads.
+# shellcheck source=tests/cli/train_lib.sh
+. "$top/tests/cli/train_lib.sh"
 deck() { # deck RUN "KEY=VALUE ..." ["&debug keys"]
   # shellcheck disable=SC2086
   train_deck "$1" batch_size_per_rank=4 $2 |

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "core/check.h"
+#include "core/log.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kern.h"
-#include "log.h"
-#include "ops.h"
+#include "model/ops.h"
 
 /* Per-kind time spent in the ops (single-threaded callers only: the model calls ops in sequence). */
 static struct ops_profile prof;

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "ops.h"
+#include "model/ops.h"
 
 /* fp32-only kernels (cpu_optim.c); meanings as the ops of the same name in ops.h. */
 void cpu_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);

@@ -8,7 +8,7 @@
 
 #include <stdlib.h>
 
-#include "check.h"
+#include "core/check.h"
 #include "cpu/kern.h"
 
 void *cpu_scratch(int slot, size_t bytes) {

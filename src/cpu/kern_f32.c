@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "core/check.h"
 #include "cpu/kern.h"
 
 /* glibc (2.35+) ships SIMD variants of erff and expf in libmvec, which -lm links as needed.

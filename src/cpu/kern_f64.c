@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "core/check.h"
 #include "cpu/kern.h"
 
 /* glibc's libmvec SIMD variants of erf and exp (see kern_f32.c). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write tests/data/imgops_ref.h5: reference resizes for tests/test_imgops.c.
+"""Write tests/data/imgops_ref.h5: reference resizes for tests/unit/data/test_imgops.c.
 
 Computed by PyTorch 1.13.1 and torchvision 0.14.1 (Debian python3-torch, python3-torchvision) with torch.nn.functional.interpolate
 on CPU in float32, run with ATEN_CPU_CAPABILITY=default so that PyTorch uses its portable kernels

@@ -1,10 +1,10 @@
 #!/bin/sh
-# tests/emu/busbw.sh - scdino_allreduce_perf's NCCL backend (bench/busbw_nccl.c: device buffers,
+# tests/emu/busbw.sh - scdino_allreduce_perf's NCCL backend (bench/busbw/busbw_nccl.c: device buffers,
 # fills and exact checks in CUDA kernels, CUDA events, the line-up all-reduce) under the CPU
 # emulator, whose NCCL is MPI: every collective on 1 and 2 ranks passes its check, -B auto picks
 # nccl, and an injected wrong element gives nccl-tests' status 7.
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/busbw_lib.sh"
+. "$top_srcdir/tests/bench/busbw_lib.sh"
 scratch emu_busbw
 BUSBW_BIN=$top_builddir/tests/emu
 for n in 1 2; do

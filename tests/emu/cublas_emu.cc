@@ -42,7 +42,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "emu_internal.h"
+#include "tests/emu/emu_internal.h"
 
 /* The backend's handles are pointers to these (cuBLAS leaves the structs incomplete). */
 struct cublasContext {

@@ -1,6 +1,6 @@
 /* cuda_emu.h - what the CPU emulator of the CUDA backend adds to a .cu file compiled as host C++.
  *
- * tests/emu/build.sh rewrites each .cu file of cuda/ (tests/emu/rewrite.py: launches become emu_launch
+ * tests/emu/emu.am rewrites each .cu file of cuda/ (tests/emu/rewrite.py: launches become emu_launch
  * calls, __shared__ becomes static, extern __shared__ arrays point at the block's dynamic shared
  * memory) and compiles it with g++ -include this header.  Every CUDA thread of a block is a fiber
  * (tests/emu/fiber.cc); blocks run one after another, so a static stands for a block's shared

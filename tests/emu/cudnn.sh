@@ -7,7 +7,7 @@
 # execution, each said once, the GEMM form in fp32, and the warning when only a nondeterministic
 # engine exists.
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/train_lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
 scratch emu_cudnn
 train_data shards
 exe="$top_builddir/tests/emu/scdino"

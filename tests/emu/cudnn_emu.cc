@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "emu_internal.h"
+#include "tests/emu/emu_internal.h"
 
 struct cudnnContext {
   uint32_t magic;

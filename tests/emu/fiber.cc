@@ -17,8 +17,8 @@
 #include <map>
 #include <vector>
 
-#include "cuda_emu.h"
-#include "emu_internal.h"
+#include "tests/emu/cuda_emu.h"
+#include "tests/emu/emu_internal.h"
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;

@@ -15,7 +15,7 @@ for p in gpu_ops:test_gpu_ops gpu_model_ref:test_gpu_model_ref gpu_train:test_gp
          scdino:scdino scdino_allreduce_perf:scdino_allreduce_perf cudnn_probe:cudnn_probe; do
   ln -s "$e/${p%%:*}" "pack/bin/${p##*:}"
 done
-for p in tests/gpu/test_gpu_absent tests/test_optim_update tests/train_mkdata; do
+for p in tests/gpu/test_gpu_absent tests/unit/model/test_optim_update tests/fixtures/train_mkdata; do
   ln -s "$top_builddir/$p" pack/bin/
 done
 cd "$top_srcdir" || exit 99 # run.sh runs from the repository root

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu_internal.h"
-#include "emu_nccl_mpi.h"
+#include "tests/emu/emu_internal.h"
+#include "tests/emu/emu_nccl_mpi.h"
 
 struct ncclComm {
   int nranks, rank;

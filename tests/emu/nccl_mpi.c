@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu_nccl_mpi.h"
+#include "tests/emu/emu_nccl_mpi.h"
 
 static MPI_Datatype mpi_type(enum emu_type t, size_t *size) {
   switch (t) {

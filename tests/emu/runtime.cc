@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "emu_internal.h"
+#include "tests/emu/emu_internal.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 # device = 'cuda' stops with status 2, scdino_allreduce_perf -B nccl stops, and -B auto measures
 # over MPI and says why.
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/train_lib.sh"
-. "$top_srcdir/tests/busbw_lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
+. "$top_srcdir/tests/bench/busbw_lib.sh"
 scratch emu_shared_gpu
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
 train_data shards

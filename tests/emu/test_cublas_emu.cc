@@ -30,7 +30,7 @@
 
 #include <string>
 
-#include "test_cublas_emu.h"
+#include "tests/emu/test_cublas_emu.h"
 
 int checks, failures;
 

@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "test_cublas_emu.h"
+#include "tests/emu/test_cublas_emu.h"
 
 const char *gelu_env[3] = {"tanh", "erf", "wrong"};
 

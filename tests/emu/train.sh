@@ -9,8 +9,8 @@
 # and a NaN in one rank's gradient, found by the GPU's norms after the NCCL all-reduce, ending both
 # ranks with status 1 through comm_exit_all (which aborts the NCCL communicator).
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/train_lib.sh"
-. "$top_srcdir/tests/fault_lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
+. "$top_srcdir/tests/cli/fault_lib.sh"
 scratch emu_train
 train_data shards
 exe="$top_builddir/tests/emu/scdino"
@@ -55,7 +55,7 @@ expect_exit 0 "$exe" ge.nml
 expect_grep 'GELU tanh \(in the MLP.s GEMMs\)$'
 expect_grep 'Epoch \[0/1\] it 5/5'
 nchecks=$((nchecks + 1))
-if ! "$top_builddir/tests/ckpt_compare" -r 0.5 -g 0.005 -k 0.01 ge/checkpoint.h5 gk/checkpoint.h5 /student /teacher >cmp.out 2>&1; then
+if ! "$top_builddir/tests/fixtures/ckpt_compare" -r 0.5 -g 0.005 -k 0.01 ge/checkpoint.h5 gk/checkpoint.h5 /student /teacher >cmp.out 2>&1; then
   fail "GELU in the epilogue: the weights left the kernels' run"
   sed 's/^/    | /' cmp.out >&2
 fi

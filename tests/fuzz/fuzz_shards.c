@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "shards.h"
+#include "core/check.h"
+#include "data/shards.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "tiff.h"
+#include "data/tiff.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "../../cuda/backend_cuda.h"
+#include "cuda/backend_cuda.h"
 
 int main(void) {
   if (!backend_cuda()) {

@@ -5,8 +5,8 @@
 
 #include <stdio.h>
 
-#include "ops.h"
-#include "rng.h"
+#include "core/rng.h"
+#include "model/ops.h"
 
 extern const struct ops *cpu, *g; /* the CPU reference and the CUDA table under test */
 extern struct rng R;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/backend_cuda.h"
-#include "gpu_util.h"
-#include "../testutil.h"
+#include "cuda/backend_cuda.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_util.h"
 
 const struct ops *gpu_or_skip(const char *precision) {
   const struct ops *o = backend_cuda_for(precision);

@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-#include "ops.h"
-#include "rng.h"
+#include "core/rng.h"
+#include "model/ops.h"
 
 /* The CUDA table for precision ('fp32', 'bf16'); prints why and exits 77 (skip) without a GPU. */
 const struct ops *gpu_or_skip(const char *precision);

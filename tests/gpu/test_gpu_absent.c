@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../cuda/backend_cuda.h"
-#include "../testutil.h"
+#include "cuda/backend_cuda.h"
+#include "tests/fixtures/testutil.h"
 
 int main(int argc, char **argv) {
   t_init(argc, argv);

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/augment_gpu.h"
-#include "../../cuda/backend_cuda.h"
-#include "augment.h"
-#include "gpu_util.h"
-#include "rng.h"
-#include "../testutil.h"
+#include "core/rng.h"
+#include "cuda/augment_gpu.h"
+#include "cuda/backend_cuda.h"
+#include "data/augment.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_util.h"
 
 static void *make_raw(int n, int C, int H, int W, enum imgops_dtype dt, struct rng *r) {
   const size_t count = (size_t)n * C * H * W;

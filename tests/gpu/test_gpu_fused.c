@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpu_ops_ctx.h"
-#include "gpu_util.h"
-#include "../testutil.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_ops_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 /* Two device arrays of n activations (act != 0) or fp32 values, bit for bit. */
 static void dev_same(const char *what, const void *da, const void *db, size_t n, int act) {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/backend_cuda.h"
-#include "gpu_ops_ctx.h"
-#include "gpu_util.h"
-#include "../testutil.h"
+#include "cuda/backend_cuda.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_ops_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 /* h = gelu(x w^T + b), pre, and the backward of a Linear on h: y = h w2^T + b2 (M rows, K = N). */
 static void check_pair(int M, int N, int K, int ap) {

@@ -24,14 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/backend_cuda.h"
-#include "dino_loss.h"
-#include "dino_model.h"
-#include "gpu_util.h"
-#include "ops.h"
-#include "optim.h"
-#include "../dino_ref.h"
-#include "../testutil.h"
+#include "cuda/backend_cuda.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/ops.h"
+#include "model/optim.h"
+#include "tests/fixtures/dino_ref.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_util.h"
 
 #define KGRAD_REL 1e-4 /* the key part's gradient against the largest q, v part's */
 

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_util.h"
-#include "grad_comm.h"
-#include "ops.h"
-#include "rng.h"
-#include "../testutil.h"
+#include "core/rng.h"
+#include "model/grad_comm.h"
+#include "model/ops.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_util.h"
 
 int main(int argc, char **argv) {
   t_init(argc, argv);

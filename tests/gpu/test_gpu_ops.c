@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/backend_cuda.h"
-#include "gpu_util.h"
-#include "ops.h"
-#include "rng.h"
-#include "../testutil.h"
-#include "gpu_ops_ctx.h"
+#include "core/rng.h"
+#include "cuda/backend_cuda.h"
+#include "model/ops.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_ops_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 const struct ops *cpu, *g;
 struct rng R;

@@ -17,19 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../bench/bench_step.h"
-#include "../../cuda/augment_gpu.h"
-#include "dino_loss.h"
-#include "dino_model.h"
-#include "gpu_util.h"
-#include "ops.h"
-#include "optim.h"
-#include "rng.h"
-#include "../testutil.h"
+#include "bench/bench_step.h"
+#include "core/rng.h"
+#include "cuda/augment_gpu.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/ops.h"
+#include "model/optim.h"
+#include "tests/fixtures/testutil.h"
+#include "tests/gpu/gpu_util.h"
 
 static struct dino_spec small_spec(void) {
   struct dino_spec s = {0};
-  s.vit = (struct vit_dims){8, 3, 64, 2, 2, 256, 4, 0.1};
+  s.vit = (struct vit_dims){8, 3, 64, 2, 2, 256, 4, 0.1, 0};
   s.head = (struct head_dims){.hidden = 128, .bottleneck = 32, .out_dim = 512, .nlayers = 3,
                               .norm_last_layer = 1};
   return s;

@@ -1,5 +1,5 @@
 # tests/hostile/run.sh - runs the hostile-input corpus (tests/hostile/cases.sh) through the real
-# scdino binary.  Sourced by tests/hostile_*.sh after tests/lib.sh:
+# scdino binary.  Sourced by tests/hostile/hostile_*.sh after tests/lib.sh:
 #
 #   hostile_run KIND...        run every case of these kinds
 #
@@ -22,11 +22,11 @@
 # or a sanitizer report), the output matches the expected regular expression (which names the
 # file and what is wrong), and no temporary file is left behind.
 #
-# Tools on PATH for the setup commands: rawtiff, h5edit (tests/hostile), mktiff (tests).
+# Tools on PATH for the setup commands: rawtiff, h5edit (tests/hostile), mktiff, knn_mkdata (tests/fixtures).
 # HOSTILE_ONLY=NAME runs one case; HOSTILE_SHOW=1 prints every case's output.
 
 # shellcheck shell=sh
-PATH="$top_builddir/tests/hostile:$top_builddir/tests:$PATH"
+PATH="$top_builddir/tests/hostile:$top_builddir/tests/fixtures:$PATH"
 export PATH
 hostile_cases="$top_srcdir/tests/hostile/cases.sh"
 hostile_kinds=""

@@ -1,0 +1,193 @@
+/* attention.c - calculation='attention': choice of images, CLS-to-patch attention of the last block
+ * at two image sizes, gathered on rank 0 and written as attention.h5 and PNG images. */
+#include "build_config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/attention.h"
+#include "analysis/features.h"
+#include "backend/backend.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "data/shards.h"
+#include "data/split.h"
+#include "model/arena.h"
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* images_per_class validation images of every class, drawn without replacement by a seeded
+ * partial shuffle per class; class-major, ascending within a class. */
+static int64_t *choose_images(const struct config *cfg, const struct dataset *ds, int64_t *n_out) {
+  struct split s;
+  split_dataset(ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &s);
+  qsort(s.val, (size_t)s.n_val, sizeof *s.val, cmp_i64);
+  const int C = dataset_nclasses(ds);
+  const int64_t want = cfg->attention.images_per_class;
+  int64_t *out = xmalloc(MUL_SIZE((size_t)s.n_val + 1, sizeof *out));
+  int64_t *cand = xmalloc(MUL_SIZE((size_t)s.n_val + 1, sizeof *cand));
+  int64_t n = 0;
+  for (int c = 0; c < C; c++) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < s.n_val; i++)
+      if (dataset_label(ds, s.val[i]) == c) cand[m++] = s.val[i];
+    const int64_t k = m < want ? m : want;
+    if (k < want)
+      log_warn("attention: class '%s' has %" PRId64 " validation image(s), fewer than images_per_class = %" PRId64,
+               dataset_class_name(ds, c), m, want);
+    struct rng r;
+    rng_init(&r, (uint64_t)cfg->control.seed, RNG_DOMAIN_ATTENTION, (uint64_t)c, 0);
+    for (int64_t i = 0; i < k; i++) {
+      const int64_t j = i + (int64_t)rng_below(&r, (uint64_t)(m - i));
+      const int64_t t = cand[i];
+      cand[i] = cand[j];
+      cand[j] = t;
+    }
+    qsort(cand, (size_t)k, sizeof *cand, cmp_i64);
+    memcpy(out + n, cand, (size_t)k * sizeof *cand);
+    n += k;
+  }
+  free(cand);
+  split_free(&s);
+  if (n < 1)
+    scd_fatal(SCD_EXIT_INPUT, "attention: the validation split of %s is empty (data.train_fraction = %g)",
+              cfg->data.shard_dir, cfg->data.train_fraction);
+  *n_out = n;
+  return out;
+}
+
+/* This rank's share of the images through the network at one size, then gathered on rank 0. */
+static void compute_size(const struct features_net *net, struct dataset *ds, const int64_t *idx, int64_t n,
+                         struct attention_size *z) {
+  const struct ops *ops = net->ops;
+  const struct vit *v = &net->vit;
+  const int p = v->d.patch, heads = v->d.heads, C = z->prep.nsel;
+  z->gh = z->prep.oh / p;
+  z->gw = z->prep.ow / p;
+  if (z->gh < 1 || z->gw < 1)
+    scd_fatal(SCD_EXIT_INPUT, "attention: images of %dx%d are smaller than patch_size = %d", z->prep.oh, z->prep.ow, p);
+  z->h = z->gh * p;
+  z->w = z->gw * p;
+  const int Np = z->gh * z->gw, N = Np + 1;
+  const size_t map_row = (size_t)heads * Np, img_row = (size_t)C * z->h * z->w;
+  const int rank = comm_rank(), size = comm_size();
+  const int64_t lo = features_share_lo(n, 1, rank, size), hi = features_share_lo(n, 1, rank + 1, size);
+  const size_t rows = rank == 0 ? (size_t)n : (size_t)(hi - lo);
+  z->maps = xcalloc(MUL_SIZE(rows, map_row) + 1, sizeof(float));
+  z->cls = xcalloc(MUL_SIZE(rows, (size_t)heads) + 1, sizeof(float));
+  z->imgs = xcalloc(MUL_SIZE(rows, img_row) + 1, sizeof(float));
+  const int64_t base = rank == 0 ? lo : 0; /* rank 0 holds every row in place */
+
+  struct arena a;
+  struct vit_pass pass;
+  struct vit_scratch scr;
+  vit_infer_plan(&pass, &scr, v, &a, ops, "attention", 1, z->h, z->w);
+  const size_t nn = MUL_SIZE((size_t)N, (size_t)N);
+  float *attn_dev = ops->alloc(MUL_SIZE(MUL_SIZE(nn, (size_t)heads), sizeof(float)));
+  float *attn = xmalloc(MUL_SIZE(MUL_SIZE(nn, (size_t)heads), sizeof(float)));
+  float *img_dev = ops->alloc(MUL_SIZE(img_row, sizeof(float)));
+  void *cls_act = ops->alloc(MUL_SIZE((size_t)v->d.dim, ops->act_size));
+  float *full = xmalloc(MUL_SIZE((size_t)C * z->prep.oh * z->prep.ow, sizeof(float)));
+  double *work = xmalloc(features_prep_work_size(&z->prep) * sizeof(double));
+  void *raw = xmalloc(dataset_image_bytes(ds));
+
+  for (int64_t i = lo; i < hi; i++) {
+    const size_t r = (size_t)(i - lo + base);
+    dataset_read_images(ds, idx + i, 1, raw);
+    if (features_prep_image(&z->prep, raw, full, work) == FEATURES_PREP_NONFINITE)
+      log_rank("attention: sample %" PRId64 " has non-finite pixels; its maps are those of a zero image", idx[i]);
+    /* Crop at the top left to whole patches (upstream: img[:, :w - w % p, :h - h % p]). */
+    float *img = z->imgs + r * img_row;
+    for (int c = 0; c < C; c++)
+      for (int y = 0; y < z->h; y++)
+        memcpy(img + ((size_t)c * z->h + y) * z->w, full + ((size_t)c * z->prep.oh + y) * z->prep.ow,
+               (size_t)z->w * sizeof(float));
+    ops->upload(img_dev, img, img_row * sizeof(float));
+    vit_forward(v, ops, net->params, &pass, &scr, 1, img_dev, cls_act, attn_dev);
+    ops->download(attn, attn_dev, nn * heads * sizeof(float));
+    /* Row 0 (the CLS query) of each head: the weight on itself and, renormalised, on the patches. */
+    for (int hd = 0; hd < heads; hd++) {
+      const float *row = attn + (size_t)hd * nn;
+      double sum = 0;
+      for (int j = 1; j < N; j++) sum += row[j];
+      z->cls[r * heads + hd] = row[0];
+      float *m = z->maps + r * map_row + (size_t)hd * Np;
+      for (int j = 1; j < N; j++) m[j - 1] = sum > 0 ? (float)(row[j] / sum) : 1.0f / Np;
+    }
+  }
+  free(raw);
+  free(work);
+  free(full);
+  free(attn);
+  ops->free(attn_dev);
+  ops->free(img_dev);
+  ops->free(cls_act);
+  vit_pass_free(&pass);
+  arena_free(&a);
+
+  features_gather_rows(z->maps, z->maps, n, 1, map_row * sizeof(float), 0);
+  features_gather_rows(z->cls, z->cls, n, 1, (size_t)heads * sizeof(float), 0);
+  features_gather_rows(z->imgs, z->imgs, n, 1, img_row * sizeof(float), 0);
+}
+
+int attention_run(const struct config *cfg) {
+  const double t0 = wtime();
+  const struct ops *ops = backend_select(cfg);
+  char ckpt[4096];
+  features_checkpoint_path(cfg, ckpt, sizeof ckpt);
+  struct dataset *ds = dataset_open(cfg->data.shard_dir);
+
+  struct attention_size sz[2];
+  memset(sz, 0, sizeof sz);
+  int nsizes = 0;
+  /* features.resize (0: the stored size, named by its smaller edge) and attention.image_size. */
+  const int H = dataset_height(ds), W = dataset_width(ds), native = H < W ? H : W;
+  const int sizes[2] = {cfg->features.resize > 0 ? (int)cfg->features.resize : native, (int)cfg->attention.image_size};
+  for (int s = 0; s < 2; s++) {
+    if (s == 1 && sizes[1] == sizes[0]) break;
+    sz[nsizes].size = sizes[s];
+    features_prep_init(&sz[nsizes].prep, cfg, ds, sizes[s] == native ? 0 : sizes[s], cfg->features.normalize);
+    nsizes++;
+  }
+  struct vit_dims d;
+  int64_t epoch;
+  features_checkpoint_dims(cfg, ckpt, &sz[0].prep, &d, &epoch);
+  struct features_net net;
+  features_net_load(&net, ops, &d, ckpt, cfg->features.checkpoint_key);
+
+  int64_t n;
+  int64_t *idx = choose_images(cfg, ds, &n);
+  log_info("attention: %s network of %s (epoch %" PRId64 "), %" PRId64 " image(s) (%ld per class), %d head(s)",
+           net.key, ckpt, epoch, n, cfg->attention.images_per_class, d.heads);
+  for (int s = 0; s < nsizes; s++) {
+    compute_size(&net, ds, idx, n, &sz[s]);
+    log_info("attention: size %d: %dx%d input, %dx%d patches", sz[s].size, sz[s].h, sz[s].w, sz[s].gh, sz[s].gw);
+  }
+  if (comm_rank() == 0) {
+    char path[4096];
+    fs_mkdir_p(cfg->control.run_dir);
+    fs_join(path, sizeof path, cfg->control.run_dir, "attention.h5");
+    attention_write_h5(path, ds, &net, epoch, (uint64_t)cfg->control.seed, idx, n, sz, nsizes);
+    attention_write_pngs(cfg->control.run_dir, ds, &net, idx, n, sz, nsizes);
+    log_info("attention: maps written to %s and %s/attention/ (%.1f s)", path, cfg->control.run_dir, wtime() - t0);
+  }
+  comm_barrier();
+  for (int s = 0; s < nsizes; s++) {
+    free(sz[s].maps);
+    free(sz[s].cls);
+    free(sz[s].imgs);
+    features_prep_free(&sz[s].prep);
+  }
+  free(idx);
+  features_net_free(&net);
+  dataset_close(ds);
+  return 0;
+}

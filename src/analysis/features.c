@@ -1,0 +1,194 @@
+/* features.c - inference backbones (from a checkpoint or freshly initialised) and batched CLS
+ * features of shard-set images over the MPI ranks. */
+#include "build_config.h"
+
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/features.h"
+#include "analysis/features_io.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "data/shards.h"
+#include "model/arena.h"
+#include "model/init.h"
+#include "train/checkpoint.h"
+
+void features_checkpoint_path(const struct config *cfg, char *buf, size_t n) {
+  if (cfg->features.checkpoint[0])
+    snprintf(buf, n, "%s", cfg->features.checkpoint);
+  else
+    fs_join(buf, n, cfg->control.run_dir, CKPT_FILE);
+}
+
+static void net_setup(struct features_net *n, const struct ops *ops, const struct vit_dims *d) {
+  memset(n, 0, sizeof *n);
+  n->ops = ops;
+  tensors_init(&n->tt);
+  struct vit_dims dd = *d;
+  dd.drop_path_rate = 0; /* inference */
+  vit_init(&n->vit, &dd, &n->tt, "backbone.");
+  n->params = ops->alloc(MUL_SIZE(n->tt.size, sizeof(float)));
+  n->epoch = -1;
+}
+
+void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+                       const char *checkpoint, const char *key) {
+  net_setup(n, ops, d);
+  const enum ckpt_which w = strcmp(key, "student") == 0 ? CKPT_STUDENT : CKPT_TEACHER;
+  checkpoint_load_weights(checkpoint, w, &n->tt, ops, n->params);
+  if (ops->params_changed) ops->params_changed(n->params, n->tt.size);
+  snprintf(n->source, sizeof n->source, "%s", checkpoint);
+  snprintf(n->key, sizeof n->key, "%s", checkpoint_which_name(w));
+}
+
+void features_net_random(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+                         uint64_t seed) {
+  net_setup(n, ops, d);
+  float *host = xmalloc(MUL_SIZE(n->tt.size, sizeof(float)));
+  init_params(&n->tt, host, seed);
+  ops->upload(n->params, host, n->tt.size * sizeof(float));
+  free(host);
+  if (ops->params_changed) ops->params_changed(n->params, n->tt.size);
+  snprintf(n->source, sizeof n->source, "random init (seed %" PRIu64 ")", seed);
+  snprintf(n->key, sizeof n->key, "random");
+}
+
+void features_net_free(struct features_net *n) {
+  if (n->params) n->ops->free(n->params);
+  n->params = NULL;
+  vit_free(&n->vit);
+  tensors_free(&n->tt);
+}
+
+int64_t features_share_lo(int64_t n, int64_t unit, int rank, int size) {
+  const int64_t nb = (n + unit - 1) / unit, lo = unit * (nb * rank / size);
+  return lo < n ? lo : n;
+}
+
+void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit, size_t rowbytes, int all_ranks) {
+  const int size = comm_size(), rank = comm_rank();
+  if (size == 1) return;
+  int *counts = xmalloc((size_t)size * sizeof *counts), *displs = xmalloc((size_t)size * sizeof *displs);
+  for (int r = 0; r < size; r++) {
+    const int64_t lo = features_share_lo(n, unit, r, size), hi = features_share_lo(n, unit, r + 1, size);
+    if (hi > INT32_MAX) scd_fatal(SCD_EXIT_INPUT, "%" PRId64 " rows are too many to gather", n);
+    counts[r] = (int)(hi - lo);
+    displs[r] = (int)lo;
+  }
+  if (rowbytes > INT32_MAX) scd_fatal(SCD_EXIT_INPUT, "feature rows of %zu bytes are too long", rowbytes);
+  MPI_Datatype row;
+  CHECK_MPI(MPI_Type_contiguous((int)rowbytes, MPI_BYTE, &row));
+  CHECK_MPI(MPI_Type_commit(&row));
+  if (all_ranks)
+    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, MPI_COMM_WORLD));
+  else if (rank == 0)
+    CHECK_MPI(MPI_Gatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, 0, MPI_COMM_WORLD));
+  else
+    CHECK_MPI(MPI_Gatherv(mine, counts[rank], row, NULL, NULL, NULL, row, 0, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Type_free(&row));
+  free(counts);
+  free(displs);
+}
+
+/* Rank 0's progress line: its own share stands for every rank's (the shares differ by a batch at most). */
+static void progress(const char *what, int64_t done, int64_t mine, int64_t total, double t0, double *last,
+                     double interval) {
+  const double now = wtime();
+  if (done < mine && now - *last < interval) return;
+  *last = now;
+  const double el = now - t0, rate = done > 0 ? done / el : 0;
+  const int64_t all = mine > 0 ? done * total / mine : total;
+  char eta[32];
+  log_fmt_duration(rate > 0 ? (mine - done) / rate : 0, eta, sizeof eta);
+  log_info("%s: %" PRId64 "/%" PRId64 " images (%.0f %%), %.1f images/s per rank, eta %s", what, all, total,
+           mine > 0 ? 100.0 * done / mine : 100.0, rate, eta);
+}
+
+float *features_compute(const struct features_net *net, const struct features_prep *prep,
+                        struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
+                        int8_t *status, const char *what) {
+  const struct ops *ops = net->ops;
+  const struct vit *v = &net->vit;
+  const int D = v->d.dim, C = prep->nsel, oh = prep->oh, ow = prep->ow;
+  if (C != v->d.in_chans)
+    scd_fatal(SCD_EXIT_INPUT, "the network takes %d channels but %d are selected (data.channels)", v->d.in_chans, C);
+  const int rank = comm_rank(), size = comm_size();
+  /* Ranks take whole batches of the global row order, so every image is computed in the same batch
+   * whatever the number of ranks, and the result is bit-identical. */
+  const int64_t lo = features_share_lo(n, batch, rank, size), hi = features_share_lo(n, batch, rank + 1, size);
+  const int64_t mine = hi - lo;
+  int B = batch;
+  if (B > mine) B = mine > 0 ? (int)mine : 1;
+
+  /* Activations of one inference pass of up to B images (planned twice: count, then place). */
+  struct arena a;
+  struct vit_pass pass;
+  struct vit_scratch scr;
+  vit_infer_plan(&pass, &scr, v, &a, ops, "features", B, oh, ow);
+  const size_t img_floats = (size_t)C * oh * ow;
+  float *img_host = xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
+  float *img_dev = ops->alloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
+  void *cls_act = ops->alloc(MUL_SIZE((size_t)B * D, ops->act_size));
+  float *cls_dev = ops->alloc(MUL_SIZE((size_t)B * D, sizeof(float)));
+  const size_t raw_bytes = dataset_image_bytes(ds);
+  void *raw = xmalloc(MUL_SIZE((size_t)B, raw_bytes));
+
+  const int gathered = all_ranks || rank == 0;
+  float *out = xcalloc(gathered ? MUL_SIZE((size_t)n, (size_t)D) : MUL_SIZE((size_t)mine, (size_t)D) + 1,
+                       sizeof(float));
+  int8_t *st = xcalloc(gathered ? (size_t)n + 1 : (size_t)mine + 1, 1);
+  /* Where this rank's rows go: their final place when gathered here, else the start. */
+  float *my_out = gathered ? out + (size_t)lo * D : out;
+  int8_t *my_st = gathered ? st + lo : st;
+
+  const double t0 = wtime();
+  double last = t0;
+  for (int64_t b0 = 0; b0 < mine; b0 += B) {
+    const int cnt = (int)(mine - b0 < B ? mine - b0 : B);
+    dataset_read_images(ds, idx + lo + b0, cnt, raw);
+#pragma omp parallel
+    {
+      double *work = xmalloc(features_prep_work_size(prep) * sizeof(double));
+#pragma omp for schedule(dynamic, 1)
+      for (int i = 0; i < cnt; i++)
+        my_st[b0 + i] = (int8_t)features_prep_image(prep, (const char *)raw + (size_t)i * raw_bytes,
+                                                    img_host + (size_t)i * img_floats, work);
+      free(work);
+    }
+    ops->upload(img_dev, img_host, (size_t)cnt * img_floats * sizeof(float));
+    vit_forward(v, ops, net->params, &pass, &scr, cnt, img_dev, cls_act, NULL);
+    ops->act_to_f32(cls_dev, cls_act, (size_t)cnt * D);
+    float *dst = my_out + (size_t)b0 * D;
+    ops->download(dst, cls_dev, (size_t)cnt * D * sizeof(float));
+    /* An image that could not be prepared has no features: a zero row, flagged in status. */
+    for (int i = 0; i < cnt; i++)
+      if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
+    features_l2_normalize(dst, cnt, D);
+    if (rank == 0) progress(what, b0 + cnt, mine, n, t0, &last, prep->progress_seconds);
+  }
+  if (mine == 0 && rank == 0) progress(what, 0, 0, n, t0, &last, prep->progress_seconds);
+
+  free(raw);
+  free(img_host);
+  ops->free(img_dev);
+  ops->free(cls_act);
+  ops->free(cls_dev);
+  vit_pass_free(&pass);
+  arena_free(&a);
+
+  features_gather_rows(out, out, n, batch, (size_t)D * sizeof(float), all_ranks);
+  features_gather_rows(st, st, n, batch, 1, all_ranks);
+  if (gathered && status) memcpy(status, st, (size_t)n);
+  free(st);
+  if (!gathered) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}

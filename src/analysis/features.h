@@ -1,0 +1,134 @@
+/* features.h - CLS features of a backbone for images of the shard set (calculation='features').
+ *
+ * Preprocessing (SCDINO_ALGORITHM.md section 9.1, compute_CLS_features.py), in float64 as upstream
+ * (it converts to float64 before its transforms and to float32 only for the forward):
+ *   raw image -> selected channels -> per-image, per-channel min-max to [0, 1]
+ *   -> bilinear resize of the smaller edge to `resize` (align_corners=False, no antialias; the
+ *      longer edge int(resize * long / short), as torchvision Resize(int); 0 = no resize)
+ *   -> (x - mean_c) / std_c with the shard set's statistics (features.normalize)
+ *   -> float32 -> backbone -> CLS after the final norm -> L2-normalised.
+ * The centre crop (data.center_crop) was applied by prepare when the shards were written.
+ * Resizing in float64 also sidesteps PyTorch's separate float32 bilinear kernel for one-channel
+ * tensors: in float64 every channel count goes through the same arithmetic.
+ *
+ * Deviations from upstream, on purpose:
+ *  - A constant non-zero channel (min-max gives 0/0) becomes 0, as an all-zero channel already
+ *    does, and the image keeps its own features (upstream substitutes dataset sample 0, so the
+ *    features file gets duplicate rows under another image's label).  Such images are counted.
+ *  - An image with non-finite pixels (float32 shards) is left out of the features file and
+ *    named in a warning (training drops it too).
+ *  - Rows are in ascending global-index order, with labels and paths in the same file. */
+#ifndef SCDINO_FEATURES_H
+#define SCDINO_FEATURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "input/config.h"
+#include "model/ops.h"
+#include "model/tensor.h"
+#include "model/vit.h"
+
+struct dataset;
+struct features;
+
+#define FEATURES_MAX_CHANNELS 64
+
+/* ---- preprocessing (features_prep.c) --------------------------------------------------------- */
+
+struct features_prep {
+  int C_all, H, W, dtype; /* stored images (dtype: DATASET_U16 / DATASET_F32) */
+  int nsel, sel[FEATURES_MAX_CHANNELS];
+  double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
+  int normalize;
+  double progress_seconds; /* between progress lines (control.progress_seconds) */
+  int oh, ow; /* after the resize */
+  int *ih, *iw;      /* bilinear taps: 2 per output row / column */
+  double *wh, *ww;
+};
+
+/* Result of preparing one image. */
+enum { FEATURES_PREP_OK = 0, FEATURES_PREP_FLAT = 1, FEATURES_PREP_NONFINITE = -1 };
+
+/* torchvision Resize(size) with an int: the smaller edge becomes size, the longer one
+ * int(size * long / short); size 0 keeps H x W. */
+void features_resize_shape(int H, int W, int size, int *oh, int *ow);
+/* Channel selection (data.channels), statistics of ds, resize side and normalisation.  Bad
+ * channel numbers or a zero standard deviation end the job naming the key or the manifest. */
+void features_prep_init(struct features_prep *p, const struct config *cfg, const struct dataset *ds,
+                        int resize, int normalize);
+/* The same from explicit values (mean, std NULL: 0 and 1). */
+void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int dtype, const int *sel, int nsel,
+                         const double *mean, const double *std, int resize, int normalize);
+void features_prep_free(struct features_prep *p);
+/* Doubles of scratch features_prep_image needs. */
+size_t features_prep_work_size(const struct features_prep *p);
+/* raw [C_all][H][W] -> dst [nsel][oh][ow] float32.  Returns FEATURES_PREP_OK, FEATURES_PREP_FLAT
+ * (a constant channel was set to 0) or FEATURES_PREP_NONFINITE (dst zeroed). */
+int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work);
+
+/* ---- networks (features.c) ------------------------------------------------------------------- */
+
+/* A backbone ready for inference: its tensor table, the ViT and the weights on the device. */
+struct features_net {
+  const struct ops *ops;
+  struct tensor_table tt;
+  struct vit vit;
+  float *params;          /* device, tt.size floats */
+  char source[1024];      /* checkpoint path, or "random init" */
+  char key[16];           /* "teacher", "student" or "random" */
+  int64_t epoch;          /* the checkpoint's epoch (-1: none) */
+};
+
+/* The backbone of network `key` ("teacher" | "student") of a checkpoint, of dimensions d
+ * (features_checkpoint_dims). */
+void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+                       const char *checkpoint, const char *key);
+/* A freshly initialised backbone of the given dimensions: the training's initial weights for
+ * that seed (init.h: the backbone tensors come first in the table, so their streams are those of
+ * the full model). */
+void features_net_random(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+                         uint64_t seed);
+void features_net_free(struct features_net *n);
+
+/* Rank r's rows of n are features_share_lo(n, unit, r, size) .. features_share_lo(n, unit, r + 1,
+ * size) - 1: contiguous runs of whole units (batches) of the global row order. */
+int64_t features_share_lo(int64_t n, int64_t unit, int rank, int size);
+/* Collective: collect every rank's share of n rows (rowbytes each; shares as features_share_lo)
+ * into full, in row order, on rank 0 (all_ranks = 0) or on every rank.  A receiving rank has its
+ * own rows in place in full; a rank that only sends passes them in `mine`. */
+void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit, size_t rowbytes, int all_ranks);
+
+/* Collective: L2-normalised CLS features of net for the images idx[0..n-1] of ds, computed in
+ * batches of `batch` rows of idx, whole batches per rank (so the values do not depend on the
+ * number of ranks), and gathered in idx order on rank 0 (all_ranks = 0) or on every rank.
+ * status (NULL: not wanted; else [n], filled where the features are) gets the FEATURES_PREP_*
+ * result of each image; a non-finite image has a zero row.  Progress with an ETA is logged under
+ * `what`.  Returns [n][D] malloc'd, NULL where not gathered. */
+float *features_compute(const struct features_net *net, const struct features_prep *prep,
+                        struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
+                        int8_t *status, const char *what);
+
+/* ---- calculation='features' and the random-init baseline (features_run.c) -------------------- */
+
+/* calculation = 'features' (every rank); returns the exit status. */
+int features_run(const struct config *cfg);
+/* What features_run does: every rank gets the path of the file written. */
+void features_extract(const struct config *cfg, char *path, size_t n);
+/* Checkpoint the deck names: features.checkpoint, else run_dir/checkpoint.h5. */
+void features_checkpoint_path(const struct config *cfg, char *buf, size_t n);
+/* Collective: the backbone dimensions of a checkpoint (its recorded hyperparameters, else the
+ * deck's &model for the selected channels), checked against the channel selection of prep.
+ * *epoch gets the number of its last finished epoch (0-based, the EEEE of checkpoint_EEEE.h5;
+ * 0 when it records none). */
+void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
+                              const struct features_prep *prep, struct vit_dims *d, int64_t *epoch);
+
+/* The random-init kNN baseline: features of a fresh network of the architecture of f's
+ * checkpoint (seed control.seed) for the rows of f, preprocessed as the &features keys say.
+ * Collective; every rank gets [f->n][*dim].  Returns NULL with the reason in why when it cannot
+ * be computed (checkpoint or shard set not at hand). */
+float *features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
+                            int *dim, char *why, size_t whyn);
+
+#endif

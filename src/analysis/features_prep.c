@@ -1,0 +1,192 @@
+/* features_prep.c - inference preprocessing in float64: channels, min-max, bilinear resize, normalise. */
+#include "build_config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/features.h"
+#include "core/check.h"
+#include "data/shards.h"
+
+void features_resize_shape(int H, int W, int size, int *oh, int *ow) {
+  if (size <= 0) {
+    *oh = H;
+    *ow = W;
+    return;
+  }
+  /* torchvision _compute_resized_output_size: new_long = int(size * long / short) in Python
+   * floats (double), truncated. */
+  if (H <= W) {
+    *oh = size;
+    *ow = (int)((double)size * W / H);
+  } else {
+    *ow = size;
+    *oh = (int)((double)size * H / W);
+  }
+}
+
+/* PyTorch's linear taps for double tensors (align_corners=False, output size given): scale =
+ * in/out, src = max(0, scale (o + 0.5) - 0.5), i0 = (int)src, i1 = i0 + (i0 < in - 1),
+ * weights (1 - l, l) with l = src - i0. */
+static void linear_taps(int in, int out, int *idx, double *w) {
+  const double scale = (double)in / out;
+  for (int o = 0; o < out; o++) {
+    double src = scale * (o + 0.5) - 0.5;
+    if (src < 0) src = 0;
+    int i0 = (int)src;
+    if (i0 > in - 1) i0 = in - 1;
+    const int i1 = i0 + (i0 < in - 1 ? 1 : 0);
+    double l = src - i0;
+    if (l < 0) l = 0;
+    if (l > 1) l = 1;
+    idx[2 * o] = i0;
+    idx[2 * o + 1] = i1;
+    w[2 * o] = 1.0 - l;
+    w[2 * o + 1] = l;
+  }
+}
+
+void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int dtype, const int *sel, int nsel,
+                         const double *mean, const double *std, int resize, int normalize) {
+  SCD_ASSERT(nsel >= 1 && nsel <= FEATURES_MAX_CHANNELS && H >= 1 && W >= 1);
+  memset(p, 0, sizeof *p);
+  p->C_all = C_all;
+  p->H = H;
+  p->W = W;
+  p->dtype = dtype;
+  p->nsel = nsel;
+  p->normalize = normalize;
+  p->progress_seconds = 10.0; /* features_prep_init takes control.progress_seconds */
+  for (int s = 0; s < nsel; s++) {
+    SCD_ASSERT(sel[s] >= 0 && sel[s] < C_all);
+    p->sel[s] = sel[s];
+    p->mean[s] = mean ? mean[s] : 0.0;
+    p->std[s] = std ? std[s] : 1.0;
+  }
+  features_resize_shape(H, W, resize, &p->oh, &p->ow);
+  p->ih = xmalloc(MUL_SIZE((size_t)p->oh, 2 * sizeof(int)));
+  p->iw = xmalloc(MUL_SIZE((size_t)p->ow, 2 * sizeof(int)));
+  p->wh = xmalloc(MUL_SIZE((size_t)p->oh, 2 * sizeof(double)));
+  p->ww = xmalloc(MUL_SIZE((size_t)p->ow, 2 * sizeof(double)));
+  linear_taps(H, p->oh, p->ih, p->wh);
+  linear_taps(W, p->ow, p->iw, p->ww);
+}
+
+void features_prep_init(struct features_prep *p, const struct config *cfg, const struct dataset *ds,
+                        int resize, int normalize) {
+  const char *dir = dataset_dir(ds);
+  const int C_all = dataset_channels(ds);
+  int nsel, sel[FEATURES_MAX_CHANNELS];
+  if (cfg->data.n_channels == 0) {
+    if (C_all > FEATURES_MAX_CHANNELS)
+      scd_fatal(SCD_EXIT_INPUT, "the shard set %s has %d channels; select at most %d with data.channels", dir,
+                C_all, FEATURES_MAX_CHANNELS);
+    nsel = C_all;
+    for (int c = 0; c < C_all; c++) sel[c] = c;
+  } else {
+    nsel = cfg->data.n_channels;
+    if (nsel > FEATURES_MAX_CHANNELS)
+      scd_fatal(SCD_EXIT_INPUT, "data.channels selects %d channels; at most %d are supported", nsel,
+                FEATURES_MAX_CHANNELS);
+    for (int s = 0; s < nsel; s++) {
+      if (cfg->data.channels[s] >= C_all)
+        scd_fatal(SCD_EXIT_INPUT, "data.channels(%d) = %ld, but the shard set %s has channels 0..%d", s + 1,
+                  cfg->data.channels[s], dir, C_all - 1);
+      sel[s] = (int)cfg->data.channels[s];
+    }
+  }
+  double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
+  const double *m = dataset_mean(ds), *sd = dataset_std(ds);
+  for (int s = 0; s < nsel; s++) {
+    mean[s] = m[sel[s]];
+    std[s] = sd[sel[s]];
+    if (normalize && !(std[s] > 0))
+      scd_fatal(SCD_EXIT_DATA, "%s/%s: channel %d has standard deviation %g; cannot normalise (or set "
+                "features.normalize = .false.)", dir, SHARDS_MANIFEST, sel[s], std[s]);
+  }
+  features_prep_setup(p, C_all, dataset_height(ds), dataset_width(ds), dataset_dtype(ds), sel, nsel, mean, std,
+                      resize, normalize);
+  p->progress_seconds = cfg->control.progress_seconds;
+}
+
+void features_prep_free(struct features_prep *p) {
+  free(p->ih);
+  free(p->iw);
+  free(p->wh);
+  free(p->ww);
+  p->ih = p->iw = NULL;
+  p->wh = p->ww = NULL;
+}
+
+size_t features_prep_work_size(const struct features_prep *p) {
+  return (size_t)p->H * p->W + (size_t)p->oh * p->ow;
+}
+
+static double raw_at(const struct features_prep *p, const void *raw, size_t i) {
+  return p->dtype == DATASET_U16 ? (double)((const uint16_t *)raw)[i] : (double)((const float *)raw)[i];
+}
+
+int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work) {
+  const size_t hw = (size_t)p->H * p->W, ohw = (size_t)p->oh * p->ow;
+  double mn[FEATURES_MAX_CHANNELS], mx[FEATURES_MAX_CHANNELS];
+  for (int s = 0; s < p->nsel; s++) {
+    const size_t off = (size_t)p->sel[s] * hw;
+    double lo = raw_at(p, raw, off), hi = lo;
+    for (size_t i = 0; i < hw; i++) {
+      const double v = raw_at(p, raw, off + i);
+      if (!isfinite(v)) {
+        memset(dst, 0, (size_t)p->nsel * ohw * sizeof *dst);
+        return FEATURES_PREP_NONFINITE;
+      }
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    mn[s] = lo;
+    mx[s] = hi;
+  }
+  /* normalize_numpy_0_to_1: when a channel is flat, channels with max 0 get max 1 (an all-zero
+   * channel stays 0).  A flat non-zero channel would be 0/0: it becomes 0 as well. */
+  int flat = 0, result = FEATURES_PREP_OK;
+  for (int s = 0; s < p->nsel; s++) flat |= (mx[s] - mn[s] == 0.0);
+  if (flat)
+    for (int s = 0; s < p->nsel; s++)
+      if (mx[s] == 0.0) mx[s] = 1.0;
+  double *scaled = work, *out = work + hw;
+  for (int s = 0; s < p->nsel; s++) {
+    const size_t off = (size_t)p->sel[s] * hw;
+    const double lo = mn[s], range = mx[s] - mn[s];
+    if (range == 0.0) {
+      memset(scaled, 0, hw * sizeof *scaled);
+      result = FEATURES_PREP_FLAT;
+    } else {
+      for (size_t i = 0; i < hw; i++) scaled[i] = (raw_at(p, raw, off + i) - lo) / range;
+    }
+    /* Bilinear, as PyTorch's CPU kernel sums it: along the width within each of the two source
+     * rows, then the two rows weighted by the height taps. */
+    const double *src = scaled;
+    if (p->oh != p->H || p->ow != p->W) {
+      for (int y = 0; y < p->oh; y++) {
+        const double *r0 = scaled + (size_t)p->ih[2 * y] * p->W, *r1 = scaled + (size_t)p->ih[2 * y + 1] * p->W;
+        const double h0 = p->wh[2 * y], h1 = p->wh[2 * y + 1];
+        double *o = out + (size_t)y * p->ow;
+        for (int x = 0; x < p->ow; x++) {
+          const int a = p->iw[2 * x], b = p->iw[2 * x + 1];
+          const double w0 = p->ww[2 * x], w1 = p->ww[2 * x + 1];
+          const double t0 = r0[a] * w0 + r0[b] * w1;
+          const double t1 = r1[a] * w0 + r1[b] * w1;
+          o[x] = t0 * h0 + t1 * h1;
+        }
+      }
+      src = out;
+    }
+    float *d = dst + (size_t)s * ohw;
+    if (p->normalize) {
+      const double m = p->mean[s], sd = p->std[s];
+      for (size_t i = 0; i < ohw; i++) d[i] = (float)((src[i] - m) / sd);
+    } else {
+      for (size_t i = 0; i < ohw; i++) d[i] = (float)src[i];
+    }
+  }
+  return result;
+}

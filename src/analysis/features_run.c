@@ -1,0 +1,242 @@
+/* features_run.c - calculation='features' (checkpoint -> run_dir/features_EEEE.h5) and the
+ * random-init kNN baseline. */
+#include "build_config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/features.h"
+#include "analysis/features_io.h"
+#include "backend/backend.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "data/shards.h"
+#include "data/split.h"
+#include "model/model_config.h"
+#include "train/checkpoint.h"
+
+static void join_channels(char *buf, size_t n, const int *ch, int count) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < count && len < n; i++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? ", " : "", ch[i]);
+}
+
+void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
+                              const struct features_prep *prep, struct vit_dims *d, int64_t *epoch) {
+  if (!fs_exists(checkpoint))
+    scd_fatal(SCD_EXIT_INPUT, "checkpoint '%s' not found (set features.checkpoint, or train first: "
+              "calculation='train' writes run_dir/%s)", checkpoint, CKPT_FILE);
+  struct ckpt_info info;
+  checkpoint_read_info(checkpoint, &info);
+  if (info.nchannels > 0) {
+    int same = info.nchannels == prep->nsel;
+    for (int s = 0; same && s < prep->nsel; s++) same = info.channels[s] == prep->sel[s];
+    if (!same) {
+      char a[512], b[512];
+      join_channels(a, sizeof a, info.channels, info.nchannels);
+      join_channels(b, sizeof b, prep->sel, prep->nsel);
+      scd_fatal(SCD_EXIT_INPUT, "checkpoint %s was trained on source channels %s, but data.channels selects %s; "
+                "set data.channels = %s", checkpoint, a, b, a);
+    }
+  }
+  if (info.has_spec) {
+    *d = info.spec.vit;
+  } else {
+    struct dino_spec s;
+    model_config_spec(&s, cfg, prep->nsel);
+    *d = s.vit;
+  }
+  if (d->in_chans != prep->nsel)
+    scd_fatal(SCD_EXIT_INPUT, "checkpoint %s holds a network for %d channels, but data.channels selects %d",
+              checkpoint, d->in_chans, prep->nsel);
+  /* checkpoint_EEEE.h5 holds epoch = EEEE + 1 (the next epoch to run); a checkpoint written inside
+   * an epoch is numbered by that epoch. */
+  if (info.epoch < 0)
+    *epoch = 0;
+  else if (info.iteration > 0)
+    *epoch = info.epoch;
+  else
+    *epoch = info.epoch > 0 ? info.epoch - 1 : 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The global indices of features.subset, ascending. */
+static int64_t *subset_rows(const struct config *cfg, const struct dataset *ds, int64_t *n) {
+  const char *sub = cfg->features.subset;
+  int64_t *idx;
+  if (strcmp(sub, "all") == 0) {
+    *n = dataset_count(ds);
+    idx = xmalloc(MUL_SIZE((size_t)*n + 1, sizeof *idx));
+    for (int64_t i = 0; i < *n; i++) idx[i] = i;
+  } else {
+    struct split s;
+    split_dataset(ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &s);
+    const int val = strcmp(sub, "val") == 0;
+    *n = val ? s.n_val : s.n_train;
+    idx = xmalloc(MUL_SIZE((size_t)*n + 1, sizeof *idx));
+    memcpy(idx, val ? s.val : s.train, (size_t)*n * sizeof *idx);
+    split_free(&s);
+    qsort(idx, (size_t)*n, sizeof *idx, cmp_i64);
+  }
+  if (*n < 1)
+    scd_fatal(SCD_EXIT_INPUT, "features.subset = '%s' holds no images of the %" PRId64 " in %s "
+              "(data.train_fraction = %g)", sub, dataset_count(ds), cfg->data.shard_dir, cfg->data.train_fraction);
+  return idx;
+}
+
+/* Rank 0: the features file from the gathered rows, without the images that had no features. */
+static void write_file(const struct config *cfg, struct dataset *ds, const struct features_net *net,
+                       const int64_t *idx, int64_t n, float *x, const int8_t *status, int64_t epoch,
+                       char *path, size_t pathn) {
+  SCD_ASSERT(status); /* rank 0 has it */
+  const int D = net->vit.d.dim;
+  struct features f;
+  memset(&f, 0, sizeof f);
+  f.d = D;
+  f.nclasses = dataset_nclasses(ds);
+  f.x = x;
+  f.labels = xmalloc(MUL_SIZE((size_t)n, sizeof *f.labels));
+  f.index = xmalloc(MUL_SIZE((size_t)n, sizeof *f.index));
+  f.paths = xcalloc((size_t)n, sizeof *f.paths);
+  f.class_names = xcalloc((size_t)f.nclasses, sizeof *f.class_names);
+  for (int c = 0; c < f.nclasses; c++) f.class_names[c] = (char *)dataset_class_name(ds, c);
+  char rel[4096];
+  int64_t m = 0, flat = 0, bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    dataset_relpath(ds, idx[i], rel, sizeof rel);
+    if (status[i] == FEATURES_PREP_NONFINITE) {
+      if (bad++ < 5) log_warn("features: %s (sample %" PRId64 ") has non-finite pixels; left out", rel, idx[i]);
+      continue;
+    }
+    if (status[i] == FEATURES_PREP_FLAT && flat++ < 5)
+      log_detail("features: %s (sample %" PRId64 ") has a constant channel, set to 0", rel, idx[i]);
+    if (m != i) memmove(x + (size_t)m * D, x + (size_t)i * D, (size_t)D * sizeof *x);
+    f.labels[m] = dataset_label(ds, idx[i]);
+    f.index[m] = idx[i];
+    f.paths[m] = xstrdup(rel);
+    m++;
+  }
+  if (flat)
+    log_warn("features: %" PRId64 " image(s) have a constant non-zero channel; it is set to 0 (upstream would "
+             "substitute image 0)", flat);
+  if (bad) log_warn("features: %" PRId64 " image(s) with non-finite pixels left out", bad);
+  if (m < 1) scd_fatal(SCD_EXIT_DATA, "features: no image of %s could be prepared", cfg->data.shard_dir);
+  f.n = m;
+  snprintf(f.checkpoint, sizeof f.checkpoint, "%s", net->source);
+  snprintf(f.checkpoint_key, sizeof f.checkpoint_key, "%s", net->key);
+  f.epoch = epoch;
+  char name[64];
+  features_filename(name, sizeof name, epoch);
+  fs_mkdir_p(cfg->control.run_dir);
+  fs_join(path, pathn, cfg->control.run_dir, name);
+  features_write(path, &f);
+  for (int64_t i = 0; i < m; i++) free(f.paths[i]);
+  free(f.paths);
+  free(f.class_names);
+  free(f.labels);
+  free(f.index);
+}
+
+void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
+  const double t0 = wtime();
+  const struct ops *ops = backend_select(cfg);
+  char ckpt[4096];
+  features_checkpoint_path(cfg, ckpt, sizeof ckpt);
+  struct dataset *ds = dataset_open(cfg->data.shard_dir);
+  struct features_prep prep;
+  features_prep_init(&prep, cfg, ds, (int)cfg->features.resize, cfg->features.normalize);
+  struct vit_dims d;
+  int64_t epoch;
+  features_checkpoint_dims(cfg, ckpt, &prep, &d, &epoch);
+  struct features_net net;
+  features_net_load(&net, ops, &d, ckpt, cfg->features.checkpoint_key);
+
+  int64_t n;
+  int64_t *idx = subset_rows(cfg, ds, &n);
+  log_info("features: %s network of %s (epoch %" PRId64 "), %s subset: %" PRId64 " of %" PRId64
+           " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
+           dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
+  int8_t *status = comm_rank() == 0 ? xmalloc((size_t)n) : NULL;
+  const double t1 = wtime();
+  float *x = features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, status, "features");
+  const double tc = wtime() - t1;
+  char path[4096] = "";
+  if (comm_rank() == 0) {
+    write_file(cfg, ds, &net, idx, n, x, status, epoch, path, sizeof path);
+    log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", n, d.dim, path,
+             wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
+  }
+  comm_bcast(path, sizeof path, 0);
+  snprintf(out_path, out_n, "%s", path);
+  free(x);
+  free(status);
+  free(idx);
+  features_net_free(&net);
+  features_prep_free(&prep);
+  dataset_close(ds);
+}
+
+int features_run(const struct config *cfg) {
+  char path[4096];
+  features_extract(cfg, path, sizeof path);
+  return 0;
+}
+
+/* The shard set must be the one the features file was computed from. */
+static void check_same_dataset(const struct dataset *ds, const struct features *f, const char *file) {
+  const char *dir = dataset_dir(ds);
+  int same = dataset_nclasses(ds) == f->nclasses;
+  for (int c = 0; same && c < f->nclasses; c++) same = strcmp(dataset_class_name(ds, c), f->class_names[c]) == 0;
+  if (!same)
+    scd_fatal(SCD_EXIT_DATA, "features file %s and the shard set %s name different classes; knn.features and "
+              "data.shard_dir do not belong together", file, dir);
+  for (int64_t i = 0; i < f->n; i++)
+    if (f->index[i] >= dataset_count(ds) || dataset_label(ds, f->index[i]) != f->labels[i])
+      scd_fatal(SCD_EXIT_DATA, "features file %s row %" PRId64 " (sample index %" PRId64 ") does not match the "
+                "shard set %s; knn.features and data.shard_dir do not belong together", file, i, f->index[i], dir);
+}
+
+float *features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
+                            int *dim, char *why, size_t whyn) {
+  char manifest[4096];
+  fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
+  /* Rank 0 decides, so every rank takes the same branch. */
+  int have[2] = {fs_exists(f->checkpoint), fs_exists(manifest)};
+  comm_bcast(have, sizeof have, 0);
+  if (!have[0]) {
+    snprintf(why, whyn, "the checkpoint of the features, '%s', is not at hand", f->checkpoint);
+    return NULL;
+  }
+  if (!have[1]) {
+    snprintf(why, whyn, "no shard set at data.shard_dir = '%s'", cfg->data.shard_dir);
+    return NULL;
+  }
+  struct dataset *ds = dataset_open(cfg->data.shard_dir);
+  check_same_dataset(ds, f, features_file);
+  struct features_prep prep;
+  features_prep_init(&prep, cfg, ds, (int)cfg->features.resize, cfg->features.normalize);
+  struct vit_dims d;
+  int64_t epoch;
+  features_checkpoint_dims(cfg, f->checkpoint, &prep, &d, &epoch);
+  const struct ops *ops = backend_select(cfg);
+  struct features_net net;
+  features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
+  log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",
+           f->checkpoint, d.dim, d.depth, d.patch, net.source, f->n);
+  float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL,
+                              "random-init features");
+  *dim = d.dim;
+  features_net_free(&net);
+  features_prep_free(&prep);
+  dataset_close(ds);
+  return x;
+}

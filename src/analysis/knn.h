@@ -1,0 +1,161 @@
+/* knn.h - weighted k-nearest-neighbour evaluation of feature sets (scDINO global_kNN.py / DINO
+ * eval_knn), its metrics, and the kNN report (knn.txt, knn.h5).
+ *
+ * Method (SCDINO_ALGORITHM.md section 9.3), for each test row q and each k:
+ *   s_j = q . t_j for every reference (train) row t_j   (cosine: rows are L2-normalised); one
+ *         cblas_sgemm per block of test rows, so memory stays bounded
+ *   the k_used = min(k, n_train) most similar rows, by partial selection (candidates above a
+ *         running threshold, cut back by quickselect; only the max-k nearest are sorted)
+ *   w_j = exp(s_j / T); score(c) = sum of w_j over the neighbours of class c
+ *   classes ranked by score; Top-1: the best class is the truth; Top-2: the truth is among the
+ *   first min(2, k) ranked classes.
+ * Deterministic tie rules (upstream leaves them to torch.topk / sort):
+ *   - neighbours with equal similarity: the reference row that comes first in the reference order
+ *     (the shuffled row order) is nearer;
+ *   - classes with equal score: the lower class number ranks first;
+ *   - only classes that received at least one vote are ranked, so with a single voting class
+ *     Top-2 equals Top-1 (upstream may count an arbitrary zero-score class).
+ * Weights are computed as exp((s_j - s_1) / T), s_1 the best similarity of the row: the same
+ * ranking as exp(s_j / T) (a common factor), without overflow for small T.  Scores are summed
+ * in double precision in neighbour order.
+ * Metrics per k (sklearn definitions, from the confusion matrix of the Top-1 predictions):
+ *   precision(c) = TP / predicted(c)  (0 if c is never predicted)
+ *   recall(c)    = TP / support(c)    (0 if c has no test rows)
+ *   F1(c)        = 2 TP / (2 TP + FP + FN)  (0 if that is 0/0)
+ *   balanced accuracy = mean recall over classes with test rows;
+ *   macro F1 = mean F1 over classes that occur in the truth or the predictions.
+ * All metrics are computed for every k (knn.h5 has them all); knn.txt prints the per-class table
+ * and confusion matrix for one k (knn.table_k, by default the k with the best Top-1).
+ * Labels come from the features file, so train and test rows share one encoding and a class
+ * absent from either side keeps its number (upstream fits two LabelEncoders).  Any number of
+ * test rows works (upstream's n_test // 100 chunking failed below 100), k above the reference
+ * count is evaluated as k = n_train with a warning in the report (upstream's topk failed), and
+ * the report files are replaced atomically (upstream appended to global_kNN.txt). */
+#ifndef SCDINO_KNN_H
+#define SCDINO_KNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/features_io.h"
+#include "input/config.h"
+
+/* calculation = 'knn' (knn_run.c; every rank); returns the exit status. */
+int knn_run(const struct config *cfg);
+
+#define KNN_MAX_SETS 4 /* feature sets side by side in one report */
+
+struct knn_result {
+  int nk, nclasses;
+  int64_t *k;             /* [nk] as requested */
+  int64_t *k_used;        /* [nk] min(k, n_train) */
+  int64_t n_train;
+  double temperature;
+  int64_t *train_support; /* [C] reference rows per class */
+  /* Counts, summed over the test rows seen so far (one block, so one all-reduce adds them): */
+  int64_t *counts;        /* [1 + 2 nk + nk C C] */
+  int64_t *n_test;        /* -> counts[0] */
+  int64_t *top1_correct;  /* [nk] */
+  int64_t *top2_correct;  /* [nk] */
+  int64_t *confusion;     /* [nk][C][C]: [k][true class][predicted class] */
+  /* Derived by knn_result_finish: */
+  int64_t *test_support;  /* [C] test rows per class */
+  double *top1, *top2;    /* [nk] accuracy in percent */
+  double *balanced_accuracy, *macro_f1; /* [nk] in percent */
+  double *precision, *recall, *f1;      /* [nk][C] in [0, 1] */
+  /* Wall time of knn_accumulate on this rank, split into the similarity GEMM and the rest
+   * (top-k selection and votes). */
+  double seconds_gemm, seconds_select;
+};
+
+/* Prepare r for n_train reference rows with the given labels (each in 0..nclasses-1). */
+void knn_result_init(struct knn_result *r, int nclasses, const int64_t *k, int nk, double temperature,
+                     const int32_t *train_labels, int64_t n_train);
+/* Classify n_test rows of test [n_test][d] against train [n_train][d] (n_train as given to
+ * knn_result_init) and add the outcome to r's counts.  May be called for several blocks. */
+void knn_accumulate(struct knn_result *r, const float *train, const int32_t *train_labels,
+                    const float *test, const int32_t *test_labels, int64_t n_test, int d);
+/* Collective: sum the counts over all MPI ranks. */
+void knn_result_allreduce(struct knn_result *r);
+/* Turn the counts into accuracies and per-class metrics. */
+void knn_result_finish(struct knn_result *r);
+void knn_result_free(struct knn_result *r);
+
+/* Bytes of similarity scratch per block of test rows (default 64 MiB, at least one row per
+ * block); tests cut the test rows into many blocks with small values, benchmarks try sizes. */
+void knn_set_block_bytes(size_t bytes);
+
+/* Progress lines of knn_accumulate on rank 0 ("kNN on LABEL: rows done, rate, eta"), every
+ * `seconds` (0: after every block of test rows); none when seconds < 0 (the default).  A set done
+ * within `seconds` prints none. */
+void knn_set_progress(const char *label, double seconds);
+
+/* Serial convenience: init + accumulate + finish. */
+void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_train, const float *test,
+                  const int32_t *test_labels, int64_t n_test, int d, int nclasses, const int64_t *k,
+                  int nk, double temperature, struct knn_result *r);
+
+/* Collective: evaluate the feature set x [n][d] (labels [n]) with reference rows train_rows and
+ * test rows test_rows (row numbers into x).  The test rows are divided among the MPI ranks and
+ * the counts summed, so every rank ends with the complete, finished result.  This is the entry
+ * point for any feature set (trained network, baselines, a randomly initialised network). */
+void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasses,
+                       const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
+                       int64_t n_test, const int64_t *k, int nk, double temperature,
+                       struct knn_result *r);
+
+/* ---- Report (knn_report.c) ------------------------------------------------------------------- */
+
+struct knn_set {
+  char name[32];   /* HDF5 group in knn.h5: "trained", "raw_pixels", "random_init", ... */
+  char label[64];  /* column heading in the tables */
+  int dim;         /* feature dimension */
+  double seconds;  /* wall time of the evaluation (feature building included) */
+  struct knn_result res;
+};
+
+struct knn_report {
+  char features_file[4096];
+  char checkpoint[1024];
+  char checkpoint_key[64];
+  int64_t epoch;
+  int64_t n_rows;           /* rows of the features file */
+  double train_fraction;
+  int64_t seed;
+  int64_t table_k;          /* k of the per-class tables (one of the evaluated k) */
+  int nclasses;
+  char *const *class_names; /* [nclasses], borrowed */
+  int nsets;
+  struct knn_set sets[KNN_MAX_SETS]; /* sets[0]: the trained features */
+  char notes[2048];         /* free text lines for the report (baselines left out, ...) */
+};
+
+/* The k reported in the per-class tables: want if non-zero (it must be one of the evaluated k;
+ * -1 otherwise), else the k with the best Top-1 of sets[0] (the smaller k on a tie). */
+int64_t knn_report_pick_k(const struct knn_report *rep, int64_t want);
+/* The human-readable report.  full=1 (knn.txt) starts with upstream's lines
+ * "Run: ...", "{k}-NN Top1: X, Top2: Y" (integers, rounded half to even like Python's round)
+ * and "----", and ends with the confusion matrix; full=0 is the stdout table. */
+void knn_report_text(const struct knn_report *rep, FILE *f, int full);
+/* Write run_dir/knn.txt and run_dir/knn.h5 atomically (one rank calls it). */
+void knn_report_write(const struct knn_report *rep, const char *run_dir);
+void knn_report_free(struct knn_report *rep);
+
+/* ---- Raw-pixel baseline (knn_pixels.c) -------------------------------------------------------- */
+
+/* Collective: feature vectors of raw pixels for the shard-set images of the rows of f (its index
+ * column), as the training input sees them: selected channels (cfg->data.channels), centre crop
+ * (cfg->data.center_crop), per-image min-max, bilinear resize to side x side (side 0: native
+ * size), the manifest's mean/std normalisation, flattened and L2-normalised.  The default side 16
+ * (knn.pixel_size) keeps the coarse layout of a 50x50 cell in 16x16xC values (1280 for five
+ * channels): a baseline that sees cell shape and channel intensities but not fine texture, and a
+ * similarity GEMM of the same order as that of 384-d features.  The shard set is
+ * cfg->data.shard_dir; its class names and labels must match f's (a features file of another
+ * shard set is refused, naming features_file).  An image that min-max scaling cannot handle (a
+ * constant non-zero channel) gets a zero row; *n_invalid counts them.  The images are read and
+ * processed in shares over the ranks.  Returns [f->n][*dim], malloc'd. */
+float *knn_pixel_features(const struct config *cfg, const struct features *f, const char *features_file,
+                          int side, int *dim, int64_t *n_invalid);
+
+#endif

@@ -1,0 +1,201 @@
+/* knn_run.c - calculation='knn': pick the features file, split its rows, evaluate the trained
+ * features and the baselines, and write the report. */
+#include "build_config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/features.h"
+#include "analysis/features_io.h"
+#include "analysis/knn.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "data/npshuffle.h"
+#include "data/shards.h"
+
+static void pick_features_file_here(const struct config *cfg, char *path, size_t n) {
+  if (cfg->knn.features[0]) {
+    if (!fs_exists(cfg->knn.features))
+      scd_fatal(SCD_EXIT_INPUT, "knn.features = '%s': no such file", cfg->knn.features);
+    snprintf(path, n, "%s", cfg->knn.features);
+    return;
+  }
+  int64_t epoch;
+  if (features_find_latest(cfg->control.run_dir, path, n, &epoch) != 0)
+    scd_fatal(SCD_EXIT_DATA, "no features file to evaluate: knn.features is empty and run_dir '%s' holds no "
+              "features_EEEE.h5 (run calculation='features' first, or name a file with knn.features)",
+              cfg->control.run_dir);
+}
+
+/* cfg->knn.features, else the newest run_dir/features_EEEE.h5: chosen by rank 0 and broadcast, so
+ * that every rank reads the same file even where their views of the directory differ (relative
+ * paths, file-system caches); a file that is not there ends the job from rank 0. */
+static void pick_features_file(const struct config *cfg, char *path, size_t n) {
+  if (comm_rank() == 0) pick_features_file_here(cfg, path, n);
+  comm_bcast(path, n, 0);
+}
+
+static void add_note(struct knn_report *rep, const char *fmt, ...) SCD_PRINTF(2, 3);
+static void add_note(struct knn_report *rep, const char *fmt, ...) {
+  size_t len = strlen(rep->notes);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rep->notes + len, sizeof rep->notes - len, fmt, ap);
+  va_end(ap);
+}
+
+/* Evaluate one feature set into the next slot of the report. */
+/* &control progress_seconds, for the sets' progress lines. */
+static double progress_seconds = -1.0;
+
+static void add_set(struct knn_report *rep, const char *name, const char *label, const float *x, int d,
+                    const struct features *f, const int64_t *perm, int64_t n_train, const int64_t *k, int nk,
+                    double temperature, double t0) {
+  SCD_ASSERT(rep->nsets < KNN_MAX_SETS);
+  struct knn_set *s = &rep->sets[rep->nsets++];
+  snprintf(s->name, sizeof s->name, "%s", name);
+  snprintf(s->label, sizeof s->label, "%s", label);
+  s->dim = d;
+  knn_set_progress(label, progress_seconds);
+  knn_evaluate_rows(x, d, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
+                    temperature, &s->res);
+  s->seconds = wtime() - t0;
+  int best = 0;
+  for (int j = 1; j < nk; j++)
+    if (s->res.top1[j] > s->res.top1[best]) best = j;
+  log_info("kNN on %s (%d-d): best Top-1 %.2f %% (k = %" PRId64 "), %.2f s", label, d, s->res.top1[best],
+           s->res.k[best], s->seconds);
+}
+
+/* The raw-pixel baseline, when the shard set of the features is at hand. */
+static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
+                               const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
+  char manifest[4096];
+  fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
+  /* Rank 0 decides for all: the baseline's reductions must be made by every rank or by none. */
+  int have = comm_rank() == 0 ? fs_exists(manifest) : 0;
+  comm_bcast(&have, sizeof have, 0);
+  if (!have) {
+    log_warn("raw-pixel kNN baseline left out: no shard set at data.shard_dir = '%s'", cfg->data.shard_dir);
+    add_note(rep, "  note     : raw-pixel baseline left out (no shard set at %s)\n", cfg->data.shard_dir);
+    return;
+  }
+  double t0 = wtime();
+  int d = 0;
+  int64_t invalid = 0;
+  const int side = (int)cfg->knn.pixel_size;
+  float *px = knn_pixel_features(cfg, f, fpath, side, &d, &invalid);
+  char label[64];
+  if (side > 0)
+    snprintf(label, sizeof label, "raw pixels %dx%d", side, side);
+  else
+    snprintf(label, sizeof label, "raw pixels");
+  if (invalid) {
+    log_warn("raw-pixel baseline: %" PRId64 " image(s) have a constant non-zero channel and get a zero vector", invalid);
+    add_note(rep, "  note     : raw pixels: %" PRId64 " image(s) with a constant non-zero channel use a zero vector\n",
+             invalid);
+  }
+  add_set(rep, "raw_pixels", label, px, d, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  free(px);
+}
+
+/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows. */
+static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
+                                 const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
+  double t0 = wtime();
+  int d = 0;
+  char why[1200];
+  float *x = features_random_init(cfg, f, fpath, &d, why, sizeof why);
+  if (!x) {
+    log_warn("random-init kNN baseline left out: %s", why);
+    add_note(rep, "  note     : random-init baseline left out (%s)\n", why);
+    return;
+  }
+  char label[64];
+  snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
+  add_set(rep, "random_init", label, x, d, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  free(x);
+}
+
+int knn_run(const struct config *cfg) {
+  progress_seconds = cfg->control.progress_seconds;
+  const int nk = cfg->knn.n_k;
+  if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
+  int64_t k[16];
+  int table_k_found = cfg->knn.table_k == 0;
+  for (int j = 0; j < nk; j++) {
+    k[j] = cfg->knn.k[j];
+    table_k_found |= k[j] == cfg->knn.table_k;
+  }
+  if (!table_k_found)
+    scd_fatal(SCD_EXIT_INPUT, "knn.table_k = %ld is not one of the evaluated knn.k", cfg->knn.table_k);
+
+  char fpath[4096];
+  pick_features_file(cfg, fpath, sizeof fpath);
+  double t0 = wtime();
+  struct features f;
+  features_read(fpath, &f);
+  log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 ")", fpath, f.n, f.d,
+           f.nclasses, f.checkpoint_key, f.epoch);
+
+  /* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
+  int64_t *perm = xmalloc(MUL_SIZE((size_t)f.n, sizeof *perm));
+  npshuffle_perm((uint32_t)cfg->knn.seed, f.n, perm);
+  const int64_t n_train = (int64_t)(cfg->knn.train_fraction * (double)f.n);
+  const int64_t n_test = f.n - n_train;
+  if (n_train < 1)
+    scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no reference rows among the %" PRId64 " rows of %s",
+              cfg->knn.train_fraction, f.n, fpath);
+  if (n_test < 1)
+    scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no test rows among the %" PRId64 " rows of %s",
+              cfg->knn.train_fraction, f.n, fpath);
+
+  static struct knn_report rep; /* large (paths, notes): keep it off the stack */
+  memset(&rep, 0, sizeof rep);
+  snprintf(rep.features_file, sizeof rep.features_file, "%s", fpath);
+  snprintf(rep.checkpoint, sizeof rep.checkpoint, "%s", f.checkpoint);
+  snprintf(rep.checkpoint_key, sizeof rep.checkpoint_key, "%s", f.checkpoint_key);
+  rep.epoch = f.epoch;
+  rep.n_rows = f.n;
+  rep.train_fraction = cfg->knn.train_fraction;
+  rep.seed = cfg->knn.seed;
+  rep.nclasses = f.nclasses;
+  rep.class_names = f.class_names;
+
+  char label[64];
+  snprintf(label, sizeof label, "%s", f.checkpoint_key[0] ? f.checkpoint_key : "trained");
+  add_set(&rep, "trained", label, f.x, f.d, &f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  rep.table_k = knn_report_pick_k(&rep, cfg->knn.table_k);
+  for (int j = 0; j < nk; j++)
+    if (rep.sets[0].res.k_used[j] != k[j])
+      log_warn("k = %" PRId64 " exceeds the %" PRId64 " reference rows; clamped to %" PRId64, k[j], n_train,
+               rep.sets[0].res.k_used[j]);
+
+  /* Baselines on the same rows: raw pixels, and a randomly initialised network of the checkpoint's
+   * architecture (cls_features.h).  A further one is one add_set call. */
+  if (cfg->knn.baselines) {
+    raw_pixel_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+    random_init_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+  }
+
+  if (comm_rank() == 0) {
+    if (log_verbosity() >= 1) {
+      log_raw("\n");
+      knn_report_text(&rep, stdout, 0);
+      log_raw("\n");
+      fflush(stdout);
+    }
+    knn_report_write(&rep, cfg->control.run_dir);
+    log_info("kNN report written to %s/knn.txt and %s/knn.h5", cfg->control.run_dir, cfg->control.run_dir);
+  }
+  comm_barrier();
+  knn_report_free(&rep);
+  free(perm);
+  features_free(&f);
+  return 0;
+}

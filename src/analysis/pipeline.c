@@ -1,0 +1,269 @@
+/* pipeline.c - calculation='pipeline': prepare (if needed), train, features, knn and attention maps
+ * in one launch, then a summary table. */
+#include "build_config.h"
+
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/attention.h"
+#include "analysis/features.h"
+#include "analysis/features_io.h"
+#include "analysis/knn.h"
+#include "analysis/pipeline.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "data/prepare.h"
+#include "data/shards.h"
+#include "data/split.h"
+#include "train/checkpoint.h"
+#include "train/train.h"
+
+double pipeline_final_loss(const char *log_txt) {
+  FILE *f = fopen(log_txt, "r");
+  if (!f) return NAN;
+  double loss = NAN;
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    const char *p = strstr(line, "\"train_loss\":");
+    if (!p) continue;
+    char *end;
+    const double v = strtod(p + 13, &end);
+    loss = end != p + 13 ? v : NAN; /* "null" (a non-finite average) reads as NaN */
+  }
+  free(line);
+  fclose(f);
+  return loss;
+}
+
+static void read_f64(hid_t loc, const char *name, double *out, int n, const char *file) {
+  hid_t d = (hid_t)CHECK_H5(H5Dopen2(loc, name, H5P_DEFAULT));
+  hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
+  const hssize_t cnt = CHECK_H5(H5Sget_simple_extent_npoints(sp));
+  if (cnt != n) scd_fatal(SCD_EXIT_DATA, "%s: %s has %lld values, expected %d", file, name, (long long)cnt, n);
+  CHECK_H5(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
+  CHECK_H5(H5Sclose(sp));
+  CHECK_H5(H5Dclose(d));
+}
+
+static void read_label(hid_t g, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (H5Aexists(g, "label") <= 0) return;
+  hid_t a = (hid_t)CHECK_H5(H5Aopen(g, "label", H5P_DEFAULT));
+  hid_t t = (hid_t)CHECK_H5(H5Aget_type(a));
+  if (H5Tis_variable_str(t) > 0) {
+    char *s = NULL;
+    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
+    CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
+    CHECK_H5(H5Aread(a, mt, &s));
+    snprintf(buf, n, "%s", s ? s : "");
+    H5free_memory(s);
+    CHECK_H5(H5Tclose(mt));
+  }
+  CHECK_H5(H5Tclose(t));
+  CHECK_H5(H5Aclose(a));
+}
+
+void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
+  hid_t f = (hid_t)CHECK_H5(H5Fopen(knn_h5, H5F_ACC_RDONLY, H5P_DEFAULT));
+  hid_t d = (hid_t)CHECK_H5(H5Dopen2(f, "k", H5P_DEFAULT));
+  hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
+  const hssize_t nk = CHECK_H5(H5Sget_simple_extent_npoints(sp));
+  if (nk < 1 || nk > 16) scd_fatal(SCD_EXIT_DATA, "%s: k has %lld values", knn_h5, (long long)nk);
+  s->nk = (int)nk;
+  CHECK_H5(H5Dread(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->k));
+  CHECK_H5(H5Sclose(sp));
+  CHECK_H5(H5Dclose(d));
+  static const char *const sets[3] = {"trained", "raw_pixels", "random_init"};
+  s->nsets = 0;
+  for (int i = 0; i < 3; i++) {
+    if (H5Lexists(f, sets[i], H5P_DEFAULT) <= 0) continue;
+    const int j = s->nsets++;
+    hid_t g = (hid_t)CHECK_H5(H5Gopen2(f, sets[i], H5P_DEFAULT));
+    snprintf(s->set_name[j], sizeof s->set_name[j], "%s", sets[i]);
+    read_label(g, s->set_label[j], sizeof s->set_label[j]);
+    read_f64(g, "top1", s->top1[j], s->nk, knn_h5);
+    read_f64(g, "top2", s->top2[j], s->nk, knn_h5);
+    CHECK_H5(H5Gclose(g));
+  }
+  CHECK_H5(H5Fclose(f));
+}
+
+void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
+  char dur[32];
+  double total = 0;
+  fprintf(f, "==== scdino pipeline summary ====\n");
+  fprintf(f, "  images      : %lld in %s (%lld in the training split); %lld feature rows\n", s->images, s->shard_dir,
+          s->train_images, s->feature_rows);
+  if (isfinite(s->final_loss))
+    fprintf(f, "  training    : %lld epochs, final loss %.6f\n", s->epochs, s->final_loss);
+  else
+    fprintf(f, "  training    : %lld epochs, final loss n/a\n", s->epochs);
+  fprintf(f, "  wall time   :");
+  for (int i = 0; i < s->nsteps; i++) {
+    total += s->step_seconds[i];
+    fprintf(f, " %s %s%s", s->step_name[i], s->step_skipped[i] ? "skipped" : log_fmt_duration(s->step_seconds[i], dur, sizeof dur),
+            i + 1 < s->nsteps ? "," : "");
+  }
+  fprintf(f, "; total %s\n", log_fmt_duration(total, dur, sizeof dur));
+  /* Columns: the trained features first, then the baselines (knn.h5 set labels). */
+  fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2):\n  %8s", "k");
+  for (int j = 0; j < s->nsets; j++) {
+    char head[64];
+    snprintf(head, sizeof head, "%s%s", j == 0 ? "trained: " : "", s->set_label[j][0] ? s->set_label[j] : s->set_name[j]);
+    fprintf(f, j + 1 < s->nsets ? "  %-24.24s" : "  %.24s", head);
+  }
+  fprintf(f, "\n");
+  for (int i = 0; i < s->nk; i++) {
+    fprintf(f, "  %8lld", s->k[i]);
+    for (int j = 0; j < s->nsets; j++) {
+      char cell[48];
+      snprintf(cell, sizeof cell, "%6.2f / %6.2f", s->top1[j][i], s->top2[j][i]);
+      fprintf(f, j + 1 < s->nsets ? "  %-24s" : "  %s", cell);
+    }
+    fprintf(f, "\n");
+  }
+  fprintf(f, "\n  outputs in %s:\n", s->run_dir);
+  fprintf(f, "    checkpoint.h5, checkpoint_EEEE.h5   weights (student, teacher), optimizer, position\n");
+  fprintf(f, "    log.txt                             one JSON line per epoch (loss, lr, wd, throughput)\n");
+  const char *base = strrchr(s->features_file, '/');
+  fprintf(f, "    %-35s CLS features, labels, paths\n", base ? base + 1 : s->features_file);
+  fprintf(f, "    knn.txt, knn.h5                     kNN report: per-class metrics, confusion matrices\n");
+  if (s->attention)
+    fprintf(f, "    attention.h5, attention/            last-block attention maps (HDF5 and PNG)\n");
+  fprintf(f, "    pipeline.txt                        this summary\n");
+}
+
+/* Is there a complete shard set at dir? */
+static int shards_complete(const char *dir) {
+  struct manifest_settings ms;
+  char why[4200];
+  return manifest_read_settings(dir, &ms, why, sizeof why) == 0 && ms.shards_missing == 0;
+}
+
+static void step_begin(struct pipeline_summary *s, const char *name) {
+  snprintf(s->step_name[s->nsteps], sizeof s->step_name[0], "%s", name);
+  log_info("==== pipeline step %d: %s ====", s->nsteps + 1, name);
+}
+
+int pipeline_run(const struct config *cfg) {
+  static struct pipeline_summary s;
+  memset(&s, 0, sizeof s);
+  snprintf(s.run_dir, sizeof s.run_dir, "%s", cfg->control.run_dir);
+  snprintf(s.shard_dir, sizeof s.shard_dir, "%s", cfg->data.shard_dir);
+  /* The later steps read what the earlier ones wrote, whatever the deck names. */
+  static struct config c;
+  c = *cfg;
+  c.features.checkpoint[0] = '\0';
+  if (cfg->features.checkpoint[0])
+    log_warn("pipeline: features.checkpoint = '%s' is not used; the features come from the checkpoint just trained",
+             cfg->features.checkpoint);
+  if (cfg->knn.features[0])
+    log_warn("pipeline: knn.features = '%s' is not used; kNN runs on the features just computed", cfg->knn.features);
+
+  double t = wtime();
+  step_begin(&s, "prepare");
+  int have = comm_rank() == 0 ? shards_complete(c.data.shard_dir) : 0;
+  comm_bcast(&have, sizeof have, 0);
+  if (have) {
+    log_info("pipeline: %s holds a complete shard set; prepare skipped", c.data.shard_dir);
+    s.step_skipped[s.nsteps] = 1;
+  } else {
+    if (!c.data.tiff_dir[0])
+      scd_fatal(SCD_EXIT_INPUT, "pipeline: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir is "
+                "empty: name the TIFF tree to prepare", c.data.shard_dir);
+    const int rc = prepare_run(&c);
+    if (rc != 0) return rc;
+  }
+  s.step_seconds[s.nsteps++] = wtime() - t;
+
+  t = wtime();
+  step_begin(&s, "train");
+  int rc = train_run(&c);
+  if (rc != 0) return rc;
+  if (train_stopped()) {
+    /* Preempted: the checkpoint is written; a relaunch with restart = .true. continues here. */
+    log_info("pipeline: training stopped early on a signal; features, kNN and attention maps come after a "
+             "relaunch of this deck");
+    return 0;
+  }
+  /* A signal after the last step's agreement (while the last checkpoint was written, say) reached
+   * some ranks only: switching to exit-on-signal would end those alone while the others went on
+   * into the features' collectives.  Agree on it here and stop together. */
+  if (comm_any(signals_received() != 0)) {
+    log_info("pipeline: training is complete, but a stop signal came at its end; features, kNN and "
+             "attention maps come after a relaunch of this deck (with restart = .true.)");
+    return 0;
+  }
+  signals_set_mode(SIGNALS_EXIT, "calculation 'pipeline' (features, knn, attention)");
+  s.step_seconds[s.nsteps++] = wtime() - t;
+
+  t = wtime();
+  step_begin(&s, "features");
+  features_extract(&c, s.features_file, sizeof s.features_file);
+  s.step_seconds[s.nsteps++] = wtime() - t;
+
+  t = wtime();
+  step_begin(&s, "knn");
+  if (strlen(s.features_file) >= sizeof c.knn.features)
+    scd_fatal(SCD_EXIT_INPUT, "pipeline: the path %s is too long; choose a shorter control.run_dir", s.features_file);
+  memcpy(c.knn.features, s.features_file, strlen(s.features_file) + 1);
+  rc = knn_run(&c);
+  if (rc != 0) return rc;
+  s.step_seconds[s.nsteps++] = wtime() - t;
+
+  if (c.attention.in_pipeline) {
+    t = wtime();
+    step_begin(&s, "attention");
+    rc = attention_run(&c);
+    if (rc != 0) return rc;
+    s.step_seconds[s.nsteps++] = wtime() - t;
+    s.attention = 1;
+  }
+
+  char path[4096];
+  struct ckpt_info info; /* collective */
+  fs_join(path, sizeof path, c.control.run_dir, CKPT_FILE);
+  checkpoint_read_info(path, &info);
+  s.epochs = info.epoch;
+  if (comm_rank() == 0) {
+    struct dataset *ds = dataset_open(c.data.shard_dir);
+    struct split sp;
+    split_dataset(ds, c.data.train_fraction, (uint32_t)c.data.split_seed, &sp);
+    s.images = dataset_count(ds);
+    s.train_images = sp.n_train;
+    split_free(&sp);
+    dataset_close(ds);
+    fs_join(path, sizeof path, c.control.run_dir, "log.txt");
+    s.final_loss = pipeline_final_loss(path);
+    struct features fe;
+    features_read(s.features_file, &fe);
+    s.feature_rows = fe.n;
+    features_free(&fe);
+    fs_join(path, sizeof path, c.control.run_dir, "knn.h5");
+    pipeline_read_knn(path, &s);
+
+    if (log_verbosity() >= 1) {
+      log_raw("\n");
+      pipeline_summary_print(&s, stdout);
+      fflush(stdout);
+    }
+    char tmp[4200];
+    fs_join(path, sizeof path, c.control.run_dir, "pipeline.txt");
+    fs_atomic_begin(path, tmp, sizeof tmp);
+    FILE *f = fopen(tmp, "w");
+    if (!f) scd_fatal(SCD_EXIT_FAILURE, "cannot create %s", tmp);
+    pipeline_summary_print(&s, f);
+    if (ferror(f) | fclose(f)) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
+    fs_atomic_commit(tmp, path);
+  }
+  comm_barrier();
+  return 0;
+}

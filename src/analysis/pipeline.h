@@ -1,0 +1,49 @@
+/* pipeline.h - calculation='pipeline': upstream's six-step snakemake pipeline in one launch.
+ *
+ *   prepare    only when data.shard_dir holds no complete shard set (then data.tiff_dir is needed)
+ *   train      run_dir/checkpoint.h5, log.txt (the deck's &training; restart as it says)
+ *   features   from the checkpoint just trained (features.checkpoint is not used) into
+ *              run_dir/features_EEEE.h5
+ *   knn        on that file (knn.features is not used): knn.txt, knn.h5, with the raw-pixel and
+ *              random-init baselines when knn.baselines
+ *   attention  when attention.in_pipeline: attention.h5 and the PNG tree
+ * and then a summary (stdout and run_dir/pipeline.txt): images, epochs, final loss, wall time of
+ * every step, kNN Top-1/Top-2 of every feature set at every k, and where the outputs are.
+ */
+#ifndef SCDINO_PIPELINE_H
+#define SCDINO_PIPELINE_H
+
+#include <stdio.h>
+
+#include "input/config.h"
+
+/* calculation = 'pipeline' (every rank); returns the exit status. */
+int pipeline_run(const struct config *cfg);
+
+/* Numbers the summary is made of. */
+struct pipeline_summary {
+  long long images, train_images, feature_rows;
+  long long epochs;        /* epochs trained in all (the checkpoint's next epoch) */
+  double final_loss;       /* train_loss of the last line of log.txt; NaN if none */
+  int nsteps;
+  char step_name[6][16];
+  double step_seconds[6];
+  int step_skipped[6];
+  int nk;                  /* k values evaluated */
+  long long k[16];
+  int nsets;               /* trained, raw_pixels, random_init (those present) */
+  char set_name[3][32];
+  char set_label[3][64];
+  double top1[3][16], top2[3][16];
+  char run_dir[1024], shard_dir[1024], features_file[4096];
+  int attention;           /* attention maps written */
+};
+
+/* The last "train_loss" of run_dir/log.txt (one JSON object per line); NaN when there is none. */
+double pipeline_final_loss(const char *log_txt);
+/* kNN accuracies of every feature set in run_dir/knn.h5 into s (nk, k, nsets, ...). */
+void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s);
+/* The summary table. */
+void pipeline_summary_print(const struct pipeline_summary *s, FILE *f);
+
+#endif

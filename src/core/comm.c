@@ -1,0 +1,120 @@
+/* comm.c - MPI start-up and host-memory collectives. */
+#include "build_config.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/comm.h"
+
+static struct comm_info info = {0, 1, 0, 1, 0};
+
+void comm_init(int *argc, char ***argv) {
+  CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &info.thread_level));
+  /* Errors come back as codes, so CHECK_MPI can report the call site. */
+  CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank));
+  CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &info.size));
+  MPI_Comm node;
+  CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node));
+  CHECK_MPI(MPI_Comm_rank(node, &info.local_rank));
+  CHECK_MPI(MPI_Comm_size(node, &info.local_size));
+  CHECK_MPI(MPI_Comm_free(&node));
+  scd_note_mpi(info.rank, info.size);
+}
+
+void comm_finalize(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+const struct comm_info *comm_get(void) { return &info; }
+int comm_rank(void) { return info.rank; }
+int comm_size(void) { return info.size; }
+
+/* Chunks of at most 2^30 elements keep every count inside an int. */
+#define CHUNK ((size_t)1 << 30)
+
+static void allreduce(void *buf, size_t n, size_t elem, MPI_Datatype t, MPI_Op op) {
+  if (info.size == 1) return;
+  char *p = buf;
+  for (size_t off = 0; off < n; off += CHUNK) {
+    size_t m = n - off < CHUNK ? n - off : CHUNK;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * elem, (int)m, t, op, MPI_COMM_WORLD));
+  }
+}
+
+void comm_allreduce_sum_f32(float *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM); }
+void comm_allreduce_sum_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM); }
+void comm_allreduce_sum_i64(int64_t *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_INT64_T, MPI_SUM); }
+void comm_allreduce_max_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX); }
+void comm_allreduce_min_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_MIN); }
+
+int comm_any(int flag) {
+  int v = flag ? 1 : 0;
+  allreduce(&v, 1, sizeof v, MPI_INT, MPI_LOR);
+  return v;
+}
+
+void comm_bcast(void *buf, size_t bytes, int root) {
+  if (info.size == 1) return;
+  char *p = buf;
+  for (size_t off = 0; off < bytes; off += CHUNK) {
+    size_t m = bytes - off < CHUNK ? bytes - off : CHUNK;
+    CHECK_MPI(MPI_Bcast(p + off, (int)m, MPI_BYTE, root, MPI_COMM_WORLD));
+  }
+}
+
+void comm_allgather(const void *mine, void *all, size_t bytes) {
+  SCD_ASSERT(bytes <= INT_MAX);
+  if (info.size == 1) {
+    memmove(all, mine, bytes);
+    return;
+  }
+  CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+}
+
+void comm_barrier(void) {
+  if (info.size > 1) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+#define MAX_EXIT_HOOKS 4
+static void (*exit_hooks[MAX_EXIT_HOOKS])(void);
+
+void comm_at_exit(void (*fn)(void)) {
+  for (int i = 0; i < MAX_EXIT_HOOKS; i++) {
+    if (exit_hooks[i] == fn) return;
+    if (!exit_hooks[i]) {
+      exit_hooks[i] = fn;
+      return;
+    }
+  }
+  SCD_FAIL("comm_at_exit: more than %d functions", MAX_EXIT_HOOKS);
+}
+
+void comm_exit_all(int code) {
+  scd_exit_claim(code);
+  fflush(stdout);
+  fflush(stderr);
+  scd_tmpfile_remove_all();
+  for (int i = MAX_EXIT_HOOKS - 1; i >= 0; i--) /* the last registered first */
+    if (exit_hooks[i]) exit_hooks[i]();
+  comm_finalize();
+  exit(code);
+}
+
+const char *comm_library_version(void) {
+  static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) return "unknown";
+  /* Keep the first line: Open MPI appends repository and date details. */
+  char *nl = strchr(v, '\n');
+  if (nl) *nl = '\0';
+  nl = strchr(v, ',');
+  if (nl && strstr(v, "Open MPI")) *nl = '\0';
+  return v;
+}

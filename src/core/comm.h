@@ -1,0 +1,46 @@
+/* comm.h - MPI start-up, rank bookkeeping and the collectives scdino uses on host memory. */
+#ifndef SCDINO_COMM_H
+#define SCDINO_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/check.h"
+
+struct comm_info {
+  int rank, size;             /* in MPI_COMM_WORLD */
+  int local_rank, local_size; /* within the node (MPI_Comm_split_type SHARED) */
+  int thread_level;           /* what MPI_Init_thread provided */
+};
+
+/* Initialise MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI). */
+void comm_init(int *argc, char ***argv);
+void comm_finalize(void);
+const struct comm_info *comm_get(void);
+int comm_rank(void);
+int comm_size(void);
+
+/* In-place sums over all ranks; counts may exceed INT_MAX (sent in chunks). */
+void comm_allreduce_sum_f32(float *buf, size_t n);
+void comm_allreduce_sum_f64(double *buf, size_t n);
+void comm_allreduce_sum_i64(int64_t *buf, size_t n);
+void comm_allreduce_max_f64(double *buf, size_t n);
+void comm_allreduce_min_f64(double *buf, size_t n);
+/* Logical OR of a flag over all ranks (e.g. "some rank saw an error / a signal"). */
+int comm_any(int flag);
+void comm_bcast(void *buf, size_t bytes, int root);
+/* all[r * bytes ...] = rank r's `mine` (bytes each, at most INT_MAX) on every rank. */
+void comm_allgather(const void *mine, void *all, size_t bytes);
+void comm_barrier(void);
+/* Every rank ends with `code` after a clean MPI_Finalize (no MPI_Abort): for errors that all
+ * ranks know about together (deck errors), reported beforehand by rank 0. */
+SCD_NORETURN void comm_exit_all(int code);
+/* Register fn for comm_exit_all to call before MPI_Finalize (at most 4 functions; registering one
+ * twice keeps one): libraries with their own connections, such as an NCCL communicator, are torn
+ * down before MPI and the process go. */
+void comm_at_exit(void (*fn)(void));
+
+/* The MPI library's version string (MPI_Get_library_version; callable before MPI_Init). */
+const char *comm_library_version(void);
+
+#endif

@@ -1,0 +1,102 @@
+/* fsutil.c - paths, directories and atomic file replacement. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/fsutil.h"
+
+char *fs_join(char *out, size_t n, const char *dir, const char *name) {
+  int len;
+  if (!dir || !*dir || name[0] == '/')
+    len = snprintf(out, n, "%s", name);
+  else if (dir[strlen(dir) - 1] == '/')
+    len = snprintf(out, n, "%s%s", dir, name);
+  else
+    len = snprintf(out, n, "%s/%s", dir, name);
+  if (len < 0 || (size_t)len >= n) scd_fatal(SCD_EXIT_INPUT, "path too long: %s/%s", dir, name);
+  return out;
+}
+
+void fs_mkdir_p(const char *path) {
+  char buf[PATH_MAX];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    scd_fatal(SCD_EXIT_INPUT, "path too long: %s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      scd_fatal(SCD_EXIT_FAILURE, "cannot create directory %s: %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+    scd_fatal(SCD_EXIT_FAILURE, "cannot create directory %s: %s", buf, strerror(errno));
+  if (!fs_is_dir(buf)) scd_fatal(SCD_EXIT_FAILURE, "%s exists and is not a directory", buf);
+}
+
+int fs_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+int fs_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+long long fs_file_size(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  return (long long)st.st_size;
+}
+
+void fs_atomic_begin(const char *final_path, char *tmp, size_t n) {
+  int len = snprintf(tmp, n, "%s.tmp.%ld", final_path, (long)getpid());
+  if (len < 0 || (size_t)len >= n) scd_fatal(SCD_EXIT_INPUT, "path too long: %s", final_path);
+  scd_tmpfile_register(tmp);
+}
+
+void fs_fsync_path(const char *path) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) scd_fatal(SCD_EXIT_FAILURE, "cannot open %s to flush it: %s", path, strerror(errno));
+  if (fsync(fd) != 0 && errno != EINVAL) {
+    int e = errno;
+    close(fd);
+    scd_fatal(SCD_EXIT_FAILURE, "cannot flush %s to disk: %s", path, strerror(e));
+  }
+  close(fd);
+}
+
+void fs_atomic_commit(const char *tmp, const char *final_path) {
+  fs_fsync_path(tmp);
+  if (rename(tmp, final_path) != 0)
+    scd_fatal(SCD_EXIT_FAILURE, "cannot rename %s to %s: %s", tmp, final_path, strerror(errno));
+  scd_tmpfile_unregister(tmp);
+  /* The rename itself is durable only once the directory entry is flushed. */
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", final_path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir)
+    dir[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  int fd = open(dir, O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd); /* best effort: some file systems refuse fsync on directories */
+    close(fd);
+  }
+}
+
+void fs_atomic_abort(const char *tmp) {
+  unlink(tmp);
+  scd_tmpfile_unregister(tmp);
+}

@@ -1,0 +1,260 @@
+/* shards_write.c - writing shard files (shard_writer_*) and manifest.h5 (manifest_write). */
+#include "build_config.h"
+
+#include <hdf5.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/fsutil.h"
+#include "core/h5util.h"
+#include "data/shards.h"
+
+/* Images are written in blocks of this many (one H5Dwrite each); labels, indices and paths are
+ * kept in memory and written at the end (the index may still change, see shard_writer_commit). */
+#define WRITER_BLOCK 64
+
+struct shard_writer {
+  char path[PATH_MAX], tmp[PATH_MAX];
+  int C, H, W, dtype;
+  size_t image_bytes;
+  hid_t file, images;
+  int64_t n, cap;
+  int32_t *labels;
+  int64_t *index;
+  char **paths;
+  unsigned char *block;
+  int nblock;
+  int finished;
+};
+
+void shards_h5_lock(void) { scd_h5_lock(); }
+void shards_h5_unlock(void) { scd_h5_unlock(); }
+
+size_t dataset_dtype_size(int dtype) { return dtype == DATASET_F32 ? 4 : 2; }
+const char *dataset_dtype_name(int dtype) { return dtype == DATASET_F32 ? "float32" : "uint16"; }
+
+static hid_t file_type(int dtype) { return dtype == DATASET_F32 ? H5T_IEEE_F32LE : H5T_STD_U16LE; }
+static hid_t mem_type(int dtype) { return dtype == DATASET_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16; }
+
+/* ---- small attribute and dataset helpers (the caller holds the HDF5 lock) ---- */
+
+static void attr_i32(hid_t obj, const char *name, int32_t v) {
+  h5util_write_attr(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 0, &v);
+}
+
+/* Dataset creation properties without modification times, so the same input gives byte-identical
+ * files (1 rank or many, today or tomorrow). */
+static hid_t untimed_dcpl(void) {
+  hid_t dcpl = (hid_t)CHECK_H5(H5Pcreate(H5P_DATASET_CREATE));
+  CHECK_H5(H5Pset_obj_track_times(dcpl, 0));
+  return dcpl;
+}
+
+static void dset_1d(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int64_t n, const void *data) {
+  hsize_t dims[1] = {(hsize_t)n};
+  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(1, dims, NULL));
+  hid_t dcpl = untimed_dcpl();
+  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  CHECK_H5(H5Pclose(dcpl));
+  if (n > 0) CHECK_H5(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  CHECK_H5(H5Dclose(d));
+  CHECK_H5(H5Sclose(sp));
+}
+
+static void dset_strs(hid_t loc, const char *name, int64_t n, const char *const *strs) {
+  hid_t t = h5util_str_type();
+  dset_1d(loc, name, t, t, n, strs);
+  CHECK_H5(H5Tclose(t));
+}
+
+/* ---- shard writer ---- */
+
+struct shard_writer *shard_writer_create(const char *path, int channels, int height, int width,
+                                         int dtype, int64_t capacity) {
+  SCD_ASSERT(channels > 0 && height > 0 && width > 0);
+  SCD_ASSERT(dtype == DATASET_U16 || dtype == DATASET_F32);
+  struct shard_writer *w = xcalloc(1, sizeof *w);
+  snprintf(w->path, sizeof w->path, "%s", path);
+  w->C = channels;
+  w->H = height;
+  w->W = width;
+  w->dtype = dtype;
+  w->image_bytes = MUL_SIZE(MUL_SIZE(MUL_SIZE((size_t)channels, (size_t)height), (size_t)width),
+                            dataset_dtype_size(dtype));
+  w->cap = capacity > 0 ? capacity : 16;
+  w->labels = xmalloc(MUL_SIZE((size_t)w->cap, sizeof *w->labels));
+  w->index = xmalloc(MUL_SIZE((size_t)w->cap, sizeof *w->index));
+  w->paths = xcalloc((size_t)w->cap, sizeof *w->paths);
+  w->block = xmalloc(MUL_SIZE(WRITER_BLOCK, w->image_bytes));
+
+  fs_atomic_begin(path, w->tmp, sizeof w->tmp);
+  shards_h5_lock();
+  w->file = (hid_t)CHECK_H5(H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  hsize_t dims[4] = {0, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
+  hsize_t maxdims[4] = {H5S_UNLIMITED, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
+  hsize_t chunk[4] = {1, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
+  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(4, dims, maxdims));
+  hid_t dcpl = untimed_dcpl();
+  /* One image per chunk, uncompressed: a sample is one contiguous read, and readers can use
+   * plain pread() on the chunk's file offset. */
+  CHECK_H5(H5Pset_chunk(dcpl, 4, chunk));
+  CHECK_H5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+  w->images = (hid_t)CHECK_H5(H5Dcreate2(w->file, "images", file_type(dtype), sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  CHECK_H5(H5Pclose(dcpl));
+  CHECK_H5(H5Sclose(sp));
+  shards_h5_unlock();
+  return w;
+}
+
+static void writer_flush_block(struct shard_writer *w) {
+  if (w->nblock == 0) return;
+  hsize_t first = (hsize_t)(w->n - w->nblock);
+  hsize_t dims[4] = {(hsize_t)w->n, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
+  hsize_t start[4] = {first, 0, 0, 0};
+  hsize_t count[4] = {(hsize_t)w->nblock, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
+  shards_h5_lock();
+  CHECK_H5(H5Dset_extent(w->images, dims));
+  hid_t fsp = (hid_t)CHECK_H5(H5Dget_space(w->images));
+  CHECK_H5(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL));
+  hid_t msp = (hid_t)CHECK_H5(H5Screate_simple(4, count, NULL));
+  CHECK_H5(H5Dwrite(w->images, mem_type(w->dtype), msp, fsp, H5P_DEFAULT, w->block));
+  CHECK_H5(H5Sclose(msp));
+  CHECK_H5(H5Sclose(fsp));
+  shards_h5_unlock();
+  w->nblock = 0;
+}
+
+void shard_writer_add(struct shard_writer *w, const void *image, int32_t label, int64_t index,
+                      const char *path) {
+  SCD_ASSERT(!w->finished);
+  if (w->n == w->cap) {
+    w->cap *= 2;
+    w->labels = xrealloc(w->labels, MUL_SIZE((size_t)w->cap, sizeof *w->labels));
+    w->index = xrealloc(w->index, MUL_SIZE((size_t)w->cap, sizeof *w->index));
+    w->paths = xrealloc(w->paths, MUL_SIZE((size_t)w->cap, sizeof *w->paths));
+  }
+  w->labels[w->n] = label;
+  w->index[w->n] = index;
+  w->paths[w->n] = xstrdup(path ? path : "");
+  memcpy(w->block + (size_t)w->nblock * w->image_bytes, image, w->image_bytes);
+  w->n++;
+  if (++w->nblock == WRITER_BLOCK) writer_flush_block(w);
+}
+
+int64_t shard_writer_count(const struct shard_writer *w) { return w->n; }
+
+/* File offset of every image chunk, so readers can pread() images without HDF5 (shards_read.c).
+ * HDF5 1.10 finds a chunk by coordinate with a walk over the chunk index, so this costs
+ * O(n^2); done once here for shards of up to SHARDS_OFFSETS_MAX images, not by every reader. */
+#define SHARDS_OFFSETS_MAX 16384
+static void write_offsets(struct shard_writer *w) {
+  if (w->n == 0 || w->n > SHARDS_OFFSETS_MAX) return;
+  CHECK_H5(H5Dflush(w->images));
+  uint64_t *addr = xmalloc(MUL_SIZE((size_t)w->n, sizeof *addr));
+  for (int64_t j = 0; j < w->n; j++) {
+    hsize_t off[4] = {(hsize_t)j, 0, 0, 0}, size = 0;
+    unsigned mask = 0;
+    haddr_t a = HADDR_UNDEF;
+    CHECK_H5(H5Dget_chunk_info_by_coord(w->images, off, &mask, &a, &size));
+    SCD_ASSERT(a != HADDR_UNDEF && size == w->image_bytes && mask == 0);
+    addr[j] = (uint64_t)a;
+  }
+  dset_1d(w->file, "image_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, w->n, addr);
+  free(addr);
+}
+
+void shard_writer_finish(struct shard_writer *w) {
+  SCD_ASSERT(!w->finished);
+  writer_flush_block(w);
+  shards_h5_lock();
+  write_offsets(w);
+  dset_1d(w->file, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, w->n, w->labels);
+  dset_1d(w->file, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, w->n, w->index);
+  dset_strs(w->file, "paths", w->n, (const char *const *)w->paths);
+  h5util_write_attr_str(w->file, "format", SHARDS_FORMAT);
+  attr_i32(w->file, "version", SHARDS_VERSION);
+  CHECK_H5(H5Dclose(w->images));
+  CHECK_H5(H5Fclose(w->file));
+  shards_h5_unlock();
+  for (int64_t i = 0; i < w->n; i++) free(w->paths[i]);
+  free(w->paths);
+  free(w->labels);
+  free(w->block);
+  w->paths = NULL;
+  w->labels = NULL;
+  w->block = NULL;
+  w->finished = 1;
+}
+
+void shard_writer_commit(struct shard_writer *w, int64_t index_delta) {
+  SCD_ASSERT(w->finished);
+  if (index_delta != 0 && w->n > 0) {
+    for (int64_t i = 0; i < w->n; i++) w->index[i] += index_delta;
+    shards_h5_lock();
+    hid_t f = (hid_t)CHECK_H5(H5Fopen(w->tmp, H5F_ACC_RDWR, H5P_DEFAULT));
+    hid_t d = (hid_t)CHECK_H5(H5Dopen2(f, "index", H5P_DEFAULT));
+    CHECK_H5(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, w->index));
+    CHECK_H5(H5Dclose(d));
+    CHECK_H5(H5Fclose(f));
+    shards_h5_unlock();
+  }
+  fs_atomic_commit(w->tmp, w->path);
+  free(w->index);
+  free(w);
+}
+
+void shard_writer_close(struct shard_writer *w) {
+  shard_writer_finish(w);
+  shard_writer_commit(w, 0);
+}
+
+void shard_writer_discard(struct shard_writer *w) {
+  if (!w->finished) shard_writer_finish(w);
+  fs_atomic_abort(w->tmp);
+  free(w->index);
+  free(w);
+}
+
+/* ---- manifest ---- */
+
+void manifest_write(const char *shard_dir, const struct manifest_info *m) {
+  char path[PATH_MAX], tmp[PATH_MAX];
+  fs_join(path, sizeof path, shard_dir, SHARDS_MANIFEST);
+  fs_atomic_begin(path, tmp, sizeof tmp);
+  shards_h5_lock();
+  hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  h5util_write_attr_str(f, "format", SHARDS_FORMAT);
+  attr_i32(f, "version", SHARDS_VERSION);
+  attr_i32(f, "channels", m->channels);
+  attr_i32(f, "height", m->height);
+  attr_i32(f, "width", m->width);
+  h5util_write_attr_str(f, "dtype", dataset_dtype_name(m->dtype));
+  h5util_write_attr_i64(f, "count", m->count);
+  h5util_write_attr_i64(f, "source_count", m->source_count);
+  h5util_write_attr_i64(f, "stats_images", m->stats_images);
+  h5util_write_attr_str(f, "tiff_dir", m->tiff_dir ? m->tiff_dir : "");
+  attr_i32(f, "center_crop", m->center_crop);
+  h5util_write_attr_f64(f, "stats_fraction", m->stats_fraction);
+  h5util_write_attr_i64(f, "stats_seed", m->stats_seed);
+  h5util_write_attr_str(f, "source_dtype", m->source_dtype ? m->source_dtype : "");
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->file_list_hash);
+  h5util_write_attr_str(f, "file_list_hash", hash);
+  h5util_write_attr_str(f, "creator", PACKAGE_STRING);
+
+  dset_strs(f, "class_names", m->nclasses, m->class_names);
+  dset_strs(f, "channel_names", m->channels, m->channel_names);
+  dset_strs(f, "shards", m->nshards, m->shard_files);
+  dset_1d(f, "shard_counts", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nshards, m->shard_counts);
+  dset_1d(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, m->count, m->labels);
+  dset_1d(f, "skipped_index", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nskipped, m->skipped_index);
+  dset_1d(f, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->mean);
+  dset_1d(f, "std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->std);
+  CHECK_H5(H5Fclose(f));
+  shards_h5_unlock();
+  fs_atomic_commit(tmp, path);
+}

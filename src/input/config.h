@@ -1,0 +1,94 @@
+/* config.h - the typed run configuration, generated from config_keys.def.
+ *
+ * Access is cfg->group.key (cfg->training.lr; arrays as cfg->data.channels[i] with the count in
+ * cfg->data.n_channels).  The struct is plain data, so rank 0 parses the deck and broadcasts it
+ * as bytes. */
+#ifndef SCDINO_CONFIG_H
+#define SCDINO_CONFIG_H
+
+#include <stddef.h>
+
+#define CFG_STRLEN 1024 /* paths and free text */
+#define CFG_WORDLEN 64  /* choices and names   */
+#define CFG_NOMIN (-1e300)
+#define CFG_NOMAX (1e300)
+
+struct config {
+#define CFG_GROUP(g, doc) struct {
+#define CFG_END(g) } g;
+#define CFG_INT(g, n, def, lo, hi, doc) long n;
+#define CFG_REAL(g, n, def, lo, hi, doc) double n;
+#define CFG_BOOL(g, n, def, doc) int n;
+#define CFG_STR(g, n, def, doc) char n[CFG_STRLEN];
+#define CFG_CHOICE(g, n, def, choices, doc) char n[CFG_WORDLEN];
+#define CFG_INTS(g, n, max, def, lo, hi, doc) long n[max]; int n_##n;
+#define CFG_REALS(g, n, max, def, lo, hi, doc) double n[max]; int n_##n;
+#define CFG_STRS(g, n, max, def, doc) char n[max][CFG_WORDLEN]; int n_##n;
+#include "input/config_keys.def"
+#undef CFG_GROUP
+#undef CFG_END
+#undef CFG_INT
+#undef CFG_REAL
+#undef CFG_BOOL
+#undef CFG_STR
+#undef CFG_CHOICE
+#undef CFG_INTS
+#undef CFG_REALS
+#undef CFG_STRS
+};
+
+/* One row per key, in table order: what the parser, the checks, --help-input and the echo use. */
+enum cfg_type { CFG_T_INT, CFG_T_REAL, CFG_T_BOOL, CFG_T_STR, CFG_T_CHOICE };
+
+struct cfg_key {
+  const char *group;
+  const char *name;
+  enum cfg_type type;
+  int maxcount;        /* 1 for a scalar, else the array capacity */
+  int is_array;        /* declared with CFG_INTS/REALS/STRS       */
+  const char *def;     /* default as namelist value text; "" + CHOICE = required */
+  double min, max;     /* inclusive range for INT/REAL             */
+  const char *choices; /* "a|b|c" for CHOICE                       */
+  const char *doc;
+  size_t offset;       /* of the value (or first element) in struct config */
+  size_t count_offset; /* of the int element count, arrays only    */
+  size_t elem_size;    /* bytes per element                        */
+};
+
+struct cfg_group {
+  const char *name;
+  const char *doc;
+};
+
+extern const struct cfg_key cfg_keys[];
+extern const int cfg_nkeys;
+extern const struct cfg_group cfg_groups[];
+extern const int cfg_ngroups;
+
+/* Look up a key; NULL if the group has no such key. */
+const struct cfg_key *cfg_find(const char *group, const char *name);
+
+/* ---- Loading, checking and echoing (config.c, on top of the deck parser in deck.c) ---- */
+#include <stdio.h>
+
+/* Fill every key with its default from the table. */
+void config_defaults(struct config *cfg);
+/* Parse deck text (path is used in messages), apply it over the defaults, run the type, range and
+ * cross-key checks.  Returns the number of errors; all messages ("file:line:col: ..." with the line
+ * echoed and a caret) are appended to err (size errn), one after another. */
+int config_parse_text(const char *path, const char *text, struct config *cfg, char *err, size_t errn);
+/* Collective: rank 0 reads and parses the file, prints every error to stderr, and broadcasts the
+ * result; on error every rank exits with status 2 and nothing is written. */
+void config_load(const char *path, struct config *cfg);
+/* Write the effective deck (every key, defaults included) as a namelist that reads back to the
+ * same configuration. */
+void config_echo(FILE *f, const struct config *cfg);
+/* `scdino --help-input`: every key with group, type, default, allowed values and doc. */
+void config_help(FILE *f);
+/* Derived values used everywhere. */
+int config_embed_dim(const struct config *cfg); /* arch -> D */
+int config_depth(const struct config *cfg);
+int config_num_heads(const struct config *cfg);
+int config_mlp_hidden(const struct config *cfg);
+
+#endif

@@ -1,0 +1,208 @@
+/* config_check.c - checks that involve more than one key (run after every key is applied).
+ *
+ * A check is skipped when one of its keys already had an error, so a mistyped value does not
+ * cause a second, confusing message.  Each message points at the key the deck set (the first
+ * one named that the deck contains), or at the whole file when both came from the defaults. */
+#include "build_config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "input/config_priv.h"
+
+struct checker {
+  struct cfg_state *st;
+  const struct config *cfg;
+  const struct config *defaults;
+};
+
+static int bad(const struct checker *c, const struct cfg_key *k) { return c->st->bad[config_key_index(k)]; }
+static int seen(const struct checker *c, const struct cfg_key *k) { return c->st->seen[config_key_index(k)]; }
+
+/* Report at a (if the deck set it), else at b, else about the whole file. */
+static void report(const struct checker *c, const struct cfg_key *a, const struct cfg_key *b, const char *fmt,
+                   ...) SCD_PRINTF(4, 5);
+static void report(const struct checker *c, const struct cfg_key *a, const struct cfg_key *b, const char *fmt,
+                   ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const struct cfg_key *at = a && seen(c, a) ? a : b && seen(c, b) ? b : NULL;
+  if (at) {
+    int i = config_key_index(at);
+    deck_error(c->st->deck, c->st->line[i], c->st->col[i], "%s", msg);
+  } else {
+    deck_error(c->st->deck, 0, 0, "%s", msg);
+  }
+}
+
+static int calc_is(const struct config *cfg, const char *a, const char *b) {
+  return strcmp(cfg->control.calculation, a) == 0 || (b && strcmp(cfg->control.calculation, b) == 0);
+}
+
+static void check_patch_multiples(const struct checker *c) {
+  const struct cfg_key *patch = config_key("model", "patch_size");
+  const struct cfg_key *sizes[2] = {config_key("crops", "global_size"), config_key("crops", "local_size")};
+  const long values[2] = {c->cfg->crops.global_size, c->cfg->crops.local_size};
+  long p = c->cfg->model.patch_size;
+  for (int i = 0; i < 2; i++) {
+    if (bad(c, patch) || bad(c, sizes[i]) || values[i] % p == 0) continue;
+    report(c, sizes[i], patch, "%s = %ld is not a multiple of patch_size = %ld (crops are cut into whole patches)",
+           sizes[i]->name, values[i], p);
+  }
+}
+
+static void check_architecture(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *arch = config_key("model", "arch");
+  const struct cfg_key *dim = config_key("model", "embed_dim"), *heads = config_key("model", "num_heads");
+  const struct cfg_key *ratio = config_key("model", "mlp_ratio");
+  if (bad(c, arch)) return;
+  if (strcmp(cfg->model.arch, "custom") == 0) {
+    if (!bad(c, dim) && !bad(c, heads) && cfg->model.embed_dim % cfg->model.num_heads != 0)
+      report(c, dim, heads, "embed_dim = %ld is not divisible by num_heads = %ld (arch = 'custom')",
+             cfg->model.embed_dim, cfg->model.num_heads);
+    if (!bad(c, dim) && !bad(c, ratio) && (int)((double)cfg->model.embed_dim * cfg->model.mlp_ratio) < 1)
+      report(c, ratio, dim, "mlp_ratio = %g with embed_dim = %ld gives an MLP of width 0", cfg->model.mlp_ratio,
+             cfg->model.embed_dim);
+    return;
+  }
+  /* A named architecture fixes these; a changed value would be silently ignored. */
+  const char *names[4] = {"embed_dim", "depth", "num_heads", "mlp_ratio"};
+  for (int i = 0; i < 4; i++) {
+    const struct cfg_key *k = config_key("model", names[i]);
+    if (bad(c, k) || !seen(c, k)) continue;
+    if (memcmp(config_field(cfg, k, 0), config_field(c->defaults, k, 0), k->elem_size) == 0) continue;
+    report(c, k, NULL, "%s is only used with arch = 'custom'; arch = '%s' fixes it (remove %s or set arch = 'custom')",
+           k->name, cfg->model.arch, k->name);
+  }
+}
+
+static void check_scale(const struct checker *c, const char *name, const double *v, int n) {
+  const struct cfg_key *k = config_key("crops", name);
+  if (bad(c, k)) return;
+  if (n != 2)
+    report(c, k, NULL, "%s needs exactly 2 values (min, max), got %d", name, n);
+  else if (!(v[0] > 0.0))
+    report(c, k, NULL, "%s = %g, %g: the smaller area fraction must be > 0", name, v[0], v[1]);
+  else if (v[0] > v[1])
+    report(c, k, NULL, "%s = %g, %g: min must not exceed max", name, v[0], v[1]);
+}
+
+static void check_channels(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *ch = config_key("data", "channels"), *names = config_key("data", "channel_names");
+  if (!bad(c, ch))
+    for (int i = 0; i < cfg->data.n_channels; i++)
+      for (int j = 0; j < i; j++)
+        if (cfg->data.channels[i] == cfg->data.channels[j]) {
+          report(c, ch, NULL, "channels(%d) = %ld repeats channels(%d); each channel may be selected once", i + 1,
+                 cfg->data.channels[i], j + 1);
+          j = i;
+        }
+  if (!bad(c, names))
+    for (int i = 0; i < cfg->data.n_channel_names; i++) {
+      if (cfg->data.channel_names[i][0] == '\0') {
+        report(c, names, NULL, "channel_names(%d) is empty", i + 1);
+        continue;
+      }
+      for (int j = 0; j < i; j++)
+        if (strcmp(cfg->data.channel_names[i], cfg->data.channel_names[j]) == 0) {
+          report(c, names, NULL, "channel_names(%d) = '%s' repeats channel_names(%d)", i + 1,
+                 cfg->data.channel_names[i], j + 1);
+          break;
+        }
+    }
+  if (!bad(c, ch) && !bad(c, names) && cfg->data.n_channel_names > 0)
+    for (int i = 0; i < cfg->data.n_channels; i++)
+      if (cfg->data.channels[i] >= cfg->data.n_channel_names)
+        report(c, ch, names, "channels(%d) = %ld, but channel_names names only %d channels (0 to %d)", i + 1,
+               cfg->data.channels[i], cfg->data.n_channel_names, cfg->data.n_channel_names - 1);
+}
+
+static void check_schedules(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *epochs = config_key("training", "epochs");
+  const struct cfg_key *warm = config_key("training", "warmup_epochs");
+  const struct cfg_key *twarm = config_key("training", "warmup_teacher_temp_epochs");
+  const struct cfg_key *lr = config_key("training", "lr"), *min_lr = config_key("training", "min_lr");
+  if (!bad(c, epochs) && !bad(c, warm) && cfg->training.warmup_epochs > cfg->training.epochs)
+    report(c, warm, epochs, "warmup_epochs = %ld exceeds epochs = %ld", cfg->training.warmup_epochs,
+           cfg->training.epochs);
+  if (!bad(c, epochs) && !bad(c, twarm) && cfg->training.warmup_teacher_temp_epochs > cfg->training.epochs)
+    report(c, twarm, epochs, "warmup_teacher_temp_epochs = %ld exceeds epochs = %ld",
+           cfg->training.warmup_teacher_temp_epochs, cfg->training.epochs);
+  if (!bad(c, lr) && !bad(c, min_lr) && cfg->training.min_lr > cfg->training.lr)
+    report(c, min_lr, lr, "min_lr = %g is larger than lr = %g (the cosine schedule decays from lr to min_lr)",
+           cfg->training.min_lr, cfg->training.lr);
+}
+
+static void check_calculation_needs(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *calc = config_key("control", "calculation");
+  if (bad(c, calc)) return;
+  const struct cfg_key *tiff = config_key("data", "tiff_dir");
+  /* pipeline needs it only when the shards are missing, which pipeline_run checks itself */
+  if (!bad(c, tiff) && calc_is(cfg, "prepare", "prepare") && cfg->data.tiff_dir[0] == '\0')
+    report(c, calc, NULL, "calculation = '%s' needs tiff_dir in &data (the TIFF tree to convert)",
+           cfg->control.calculation);
+  const struct cfg_key *stats = config_key("data", "stats_fraction");
+  if (!bad(c, stats) && calc_is(cfg, "prepare", "pipeline") && cfg->data.stats_fraction <= 0.0)
+    report(c, stats, calc, "stats_fraction = 0 leaves no images for the per-channel mean/std");
+  const struct cfg_key *tf = config_key("data", "train_fraction");
+  if (!bad(c, tf) && calc_is(cfg, "train", "pipeline") && cfg->data.train_fraction <= 0.0)
+    report(c, tf, calc, "train_fraction = 0 leaves no training images for calculation = '%s'",
+           cfg->control.calculation);
+  const struct cfg_key *subset = config_key("features", "subset");
+  if (!bad(c, tf) && !bad(c, subset) && calc_is(cfg, "features", "pipeline")) {
+    if (strcmp(cfg->features.subset, "val") == 0 && cfg->data.train_fraction >= 1.0)
+      report(c, tf, subset, "train_fraction = 1 leaves no validation images, but subset = 'val'");
+    if (strcmp(cfg->features.subset, "train") == 0 && cfg->data.train_fraction <= 0.0)
+      report(c, tf, subset, "train_fraction = 0 leaves no training images, but subset = 'train'");
+  }
+  const struct cfg_key *ktf = config_key("knn", "train_fraction");
+  if (!bad(c, ktf) && calc_is(cfg, "knn", "pipeline") &&
+      (cfg->knn.train_fraction <= 0.0 || cfg->knn.train_fraction >= 1.0))
+    report(c, ktf, calc, "knn train_fraction = %g leaves no %s rows; it must be strictly between 0 and 1",
+           cfg->knn.train_fraction, cfg->knn.train_fraction <= 0.0 ? "reference" : "query");
+}
+
+static void check_misc(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *run_dir = config_key("control", "run_dir");
+  if (!bad(c, run_dir) && cfg->control.run_dir[0] == '\0')
+    report(c, run_dir, NULL, "run_dir must not be empty");
+  const struct cfg_key *shard_dir = config_key("data", "shard_dir");
+  if (!bad(c, shard_dir) && cfg->data.shard_dir[0] == '\0')
+    report(c, shard_dir, NULL, "shard_dir must not be empty");
+  const struct cfg_key *k = config_key("knn", "k");
+  if (!bad(c, k)) {
+    if (cfg->knn.n_k == 0) report(c, k, NULL, "k needs at least one neighbour count");
+    for (int i = 0; i < cfg->knn.n_k; i++)
+      for (int j = 0; j < i; j++)
+        if (cfg->knn.k[i] == cfg->knn.k[j]) {
+          report(c, k, NULL, "k(%d) = %ld repeats k(%d)", i + 1, cfg->knn.k[i], j + 1);
+          j = i;
+        }
+  }
+  const struct cfg_key *prec = config_key("training", "precision"), *dev = config_key("system", "device");
+  if (!bad(c, prec) && !bad(c, dev) && strcmp(cfg->training.precision, "bf16") == 0 &&
+      strcmp(cfg->system.device, "cpu") == 0)
+    report(c, prec, dev, "precision = 'bf16' needs a GPU, but device = 'cpu' (use 'fp32' or 'auto')");
+}
+
+void config_check(struct cfg_state *st, const struct config *cfg, const struct config *defaults) {
+  struct checker c = {st, cfg, defaults};
+  check_patch_multiples(&c);
+  check_architecture(&c);
+  check_scale(&c, "global_scale", cfg->crops.global_scale, cfg->crops.n_global_scale);
+  check_scale(&c, "local_scale", cfg->crops.local_scale, cfg->crops.n_local_scale);
+  check_channels(&c);
+  check_schedules(&c);
+  check_calculation_needs(&c);
+  check_misc(&c);
+}

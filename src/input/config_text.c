@@ -1,0 +1,188 @@
+/* config_text.c - the configuration as text: the echoed effective deck (re-readable, every key)
+ * and the `scdino --help-input` reference, both generated from the key table. */
+#include "build_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "input/config_priv.h"
+
+/* The shortest %g form that reads back to the same double (at most 17 digits), always with a
+ * '.' or an exponent so it reads as a real. */
+static void fmt_real(double x, char *out, size_t n) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(out, n, "%.*g", prec, x);
+    if (strtod(out, NULL) == x) break;
+  }
+  if (!strpbrk(out, ".eEn")) { /* n: inf/nan, which the range checks keep out anyway */
+    size_t len = strlen(out);
+    if (len + 3 <= n) memcpy(out + len, ".0", 3);
+  }
+}
+
+static void put_string(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++) {
+    if (*s == '\'') fputc('\'', f); /* a doubled quote stands for one */
+    fputc(*s, f);
+  }
+  fputc('\'', f);
+}
+
+static void put_element(FILE *f, const struct config *cfg, const struct cfg_key *k, int i) {
+  const void *p = config_field(cfg, k, i);
+  char buf[64];
+  switch (k->type) {
+  case CFG_T_INT: fprintf(f, "%ld", *(const long *)p); break;
+  case CFG_T_REAL:
+    fmt_real(*(const double *)p, buf, sizeof buf);
+    fputs(buf, f);
+    break;
+  case CFG_T_BOOL: fputs(*(const int *)p ? ".true." : ".false.", f); break;
+  case CFG_T_STR:
+  case CFG_T_CHOICE: put_string(f, p); break;
+  }
+}
+
+void config_echo(FILE *f, const struct config *cfg) {
+  fprintf(f, "! Effective input deck of %s %s: every key, defaults included.\n", PACKAGE_NAME, PACKAGE_VERSION);
+  fprintf(f, "! Read back by scdino, it gives the same configuration.\n");
+  for (int g = 0; g < cfg_ngroups; g++) {
+    fprintf(f, "\n&%s\n", cfg_groups[g].name);
+    for (int i = 0; i < cfg_nkeys; i++) {
+      const struct cfg_key *k = &cfg_keys[i];
+      if (strcmp(k->group, cfg_groups[g].name) != 0) continue;
+      /* Assignment into a memory stream first, to align the comments. */
+      char *line = NULL;
+      size_t len = 0;
+      FILE *m = open_memstream(&line, &len);
+      if (!m) SCD_FAIL("open_memstream failed");
+      fprintf(m, "  %s =", k->name);
+      int n = k->is_array ? *config_count(cfg, k) : 1;
+      for (int j = 0; j < n; j++) {
+        fputs(j ? ", " : " ", m);
+        put_element(m, cfg, k, j);
+      }
+      if (fclose(m) != 0) SCD_FAIL("writing to a memory stream failed");
+      fprintf(f, "%-36s ! %s\n", line, k->doc);
+      free(line);
+    }
+    fprintf(f, "/\n");
+  }
+}
+
+/* ---- --help-input ---- */
+
+#define HELP_INDENT 24
+#define HELP_WIDTH 79
+
+/* Print text wrapped at HELP_WIDTH, every line starting at column HELP_INDENT; the first line
+ * continues from column `at` (padding up to the indent). */
+static void wrap(FILE *f, const char *text, int at) {
+  int col = at;
+  const char *p = text;
+  int first_word = 1;
+  while (*p) {
+    while (*p == ' ') p++;
+    if (!*p) break;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    int w = (int)(e - p);
+    if (first_word) {
+      if (col >= HELP_INDENT) {
+        fputc('\n', f);
+        col = 0;
+      }
+      fprintf(f, "%*s", HELP_INDENT - col, "");
+      col = HELP_INDENT;
+    } else if (col + 1 + w > HELP_WIDTH) {
+      fprintf(f, "\n%*s", HELP_INDENT, "");
+      col = HELP_INDENT;
+    } else {
+      fputc(' ', f);
+      col++;
+    }
+    fprintf(f, "%.*s", w, p);
+    col += w;
+    first_word = 0;
+    p = e;
+  }
+  fputc('\n', f);
+}
+
+/* "integer, 1 to 1000000, default 10" and the like. */
+static void describe_key(const struct cfg_key *k, char *out, size_t n) {
+  static const char *const base[] = {"integer", "real", "logical", "string", "string"};
+  size_t used = 0;
+#define ADD(...)                                                       \
+  do {                                                                 \
+    int w_ = snprintf(out + used, n - used, __VA_ARGS__);              \
+    if (w_ > 0) used += (size_t)w_ < n - used ? (size_t)w_ : n - used - 1; \
+  } while (0)
+  if (k->type == CFG_T_CHOICE) {
+    ADD("one of ");
+    for (const char *p = k->choices; *p;) {
+      const char *e = strchr(p, '|');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      ADD("%s'%.*s'", p == k->choices ? "" : ", ", (int)len, p);
+      p = e ? e + 1 : p + len;
+    }
+  } else if (k->is_array) {
+    ADD("%s array (up to %d)", base[k->type], k->maxcount);
+  } else {
+    ADD("%s", base[k->type]);
+  }
+  if (k->type == CFG_T_INT || k->type == CFG_T_REAL) {
+    char lo[40], hi[40];
+    config_fmt_bound(k, k->min, lo, sizeof lo);
+    config_fmt_bound(k, k->max, hi, sizeof hi);
+    const char *each = k->is_array ? "each " : "";
+    if (k->min > CFG_NOMIN && k->max < CFG_NOMAX)
+      ADD(", %s%s to %s", each, lo, hi);
+    else if (k->min > CFG_NOMIN)
+      ADD(", %s>= %s", each, lo);
+    else if (k->max < CFG_NOMAX)
+      ADD(", %s<= %s", each, hi);
+  }
+  if (k->type == CFG_T_CHOICE && k->def[0] == '\0')
+    ADD("; required");
+  else if (k->def[0] == '\0')
+    ADD("; default: empty");
+  else
+    ADD("; default %s", k->def);
+#undef ADD
+}
+
+void config_help(FILE *f) {
+  fprintf(f,
+          "%s %s input deck: every key, by group.\n"
+          "\n"
+          "The deck is a Fortran namelist file, e.g.\n"
+          "    &control\n"
+          "      calculation = 'train'     ! a comment\n"
+          "    /\n"
+          "    &training  epochs = 100, lr = 5e-4  /\n"
+          "Groups come in any order (each at most once); names are case-insensitive.\n"
+          "Strings need quotes ('...' or \"...\"; a doubled quote inside stands for one).\n"
+          "Logicals are .true. or .false. (also T, F); reals may use e or d exponents\n"
+          "(1.0d-4). Array values are separated by commas or blanks, 3*0.5 repeats a\n"
+          "value, and key(i) = v or key(i:j) = v, w set single elements (counted from 1).\n"
+          "Assigning an array without a subscript replaces the whole list. Keys not given\n"
+          "keep the defaults below; ranges are inclusive. Every error of a deck is\n"
+          "reported (file:line:column) before anything runs.\n",
+          PACKAGE_NAME, PACKAGE_VERSION);
+  for (int g = 0; g < cfg_ngroups; g++) {
+    fprintf(f, "\n&%s  (%s)\n\n", cfg_groups[g].name, cfg_groups[g].doc);
+    for (int i = 0; i < cfg_nkeys; i++) {
+      const struct cfg_key *k = &cfg_keys[i];
+      if (strcmp(k->group, cfg_groups[g].name) != 0) continue;
+      char what[1024];
+      describe_key(k, what, sizeof what);
+      fprintf(f, "  %s", k->name);
+      wrap(f, what, 2 + (int)strlen(k->name));
+      wrap(f, k->doc, 0);
+    }
+  }
+}

@@ -1,0 +1,165 @@
+/* optim.c - parameter groups, per-parameter gradient clipping, last-layer freezing, AdamW. */
+#include "build_config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "model/optim.h"
+
+static int ends_with(const char *s, const char *suffix) {
+  const size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int optim_is_regularized(const struct tensor *t) {
+  return !(ends_with(t->name, ".bias") || t->ndim == 1);
+}
+
+int optim_is_last_layer(const struct tensor *t) { return strstr(t->name, "last_layer") != NULL; }
+
+void optim_group_counts(const struct tensor_table *tt, int ntensors[2], size_t nelems[2]) {
+  ntensors[0] = ntensors[1] = 0;
+  nelems[0] = nelems[1] = 0;
+  for (int i = 0; i < tt->n; i++) {
+    const struct tensor *t = &tt->t[i];
+    if (!(t->flags & TENSOR_GRAD)) continue;
+    const int g = optim_is_regularized(t) ? 0 : 1;
+    ntensors[g]++;
+    nelems[g] += t->n;
+  }
+}
+
+void optim_init(struct optim *o, const struct ops *ops, const struct tensor_table *tt) {
+  memset(o, 0, sizeof *o);
+  o->ops = ops;
+  o->tt = tt;
+  o->m = ops->alloc(MUL_SIZE(tt->size, sizeof(float)));
+  o->v = ops->alloc(MUL_SIZE(tt->size, sizeof(float)));
+  o->steps = xcalloc((size_t)tt->n, sizeof *o->steps);
+  o->decay = xcalloc((size_t)tt->n, 1);
+  for (int i = 0; i < tt->n; i++) o->decay[i] = (unsigned char)optim_is_regularized(&tt->t[i]);
+  o->segs = xcalloc((size_t)tt->n, sizeof *o->segs);
+  o->asegs = xcalloc((size_t)tt->n, sizeof *o->asegs);
+  o->norms = xcalloc((size_t)tt->n, sizeof *o->norms);
+  o->scales = xcalloc((size_t)tt->n, sizeof *o->scales);
+  o->idx = xcalloc((size_t)tt->n, sizeof *o->idx);
+  o->ref = xcalloc((size_t)tt->n, sizeof *o->ref);
+  o->ascales = xcalloc((size_t)tt->n, sizeof *o->ascales);
+}
+
+void optim_free(struct optim *o) {
+  if (!o->ops) return;
+  o->ops->free(o->m);
+  o->ops->free(o->v);
+  free(o->steps);
+  free(o->decay);
+  free(o->segs);
+  free(o->asegs);
+  free(o->norms);
+  free(o->scales);
+  free(o->idx);
+  free(o->ref);
+  free(o->ascales);
+  memset(o, 0, sizeof *o);
+}
+
+/* Norms of the trainable gradients (o->norms) and their clip factors (o->scales, 1 = unclipped),
+ * by clip segment; o->segs and o->idx (tensor index of each segment) are filled.  Returns the
+ * number of segments, *nscaled the number of factors below 1. */
+static int clip_factors(struct optim *o, const float *grads, double clip, double *norms_host,
+                        int *nscaled) {
+  const struct tensor_table *tt = o->tt;
+  int n = 0;
+  int *idx = o->idx;
+  *nscaled = 0;
+  for (int i = 0; i < tt->n; i++) {
+    if (norms_host) norms_host[i] = 0;
+    if (!(tt->t[i].flags & TENSOR_GRAD)) continue;
+    o->segs[n].off = tt->t[i].off;
+    o->segs[n].n = tt->t[i].n;
+    idx[n++] = i;
+  }
+  for (int s = 0; s < n; s++) o->scales[s] = 1.0f;
+  if (!norms_host && clip <= 0) return n;
+  o->ops->seg_norms(o->norms, grads, o->segs, n);
+  for (int s = 0; s < n; s++) {
+    if (norms_host) norms_host[idx[s]] = o->norms[s];
+    /* utils.clip_gradients: clip_coef = clip / (norm + 1e-6) in fp32; scale when below 1. */
+    const float coef = (float)clip / ((float)o->norms[s] + (float)OPTIM_CLIP_EPS);
+    if (clip > 0 && coef < 1.0f) {
+      o->scales[s] = coef;
+      (*nscaled)++;
+    }
+  }
+  return n;
+}
+
+int optim_clip(struct optim *o, float *grads, double clip, double *norms_host) {
+  int nscaled;
+  const int n = clip_factors(o, grads, clip, norms_host, &nscaled);
+  if (nscaled) o->ops->seg_scale(grads, o->segs, o->scales, n);
+  return nscaled;
+}
+
+/* The AdamW segments of a step (o->asegs; per-tensor step counts advance); tidx (NULL: not
+ * wanted) gets the tensor index of each.  Returns their number. */
+static int adamw_segments(struct optim *o, double lr, double wd, int frozen_last_layer, int *tidx) {
+  const struct tensor_table *tt = o->tt;
+  int n = 0;
+  for (int i = 0; i < tt->n; i++) {
+    const struct tensor *t = &tt->t[i];
+    if (!(t->flags & TENSOR_GRAD)) continue;
+    if (frozen_last_layer && optim_is_last_layer(t)) continue;
+    const int64_t step = ++o->steps[i];
+    const double w = o->decay[i] ? wd : 0.0;
+    const double bc1 = 1.0 - pow(OPTIM_BETA1, (double)step);
+    const double bc2 = 1.0 - pow(OPTIM_BETA2, (double)step);
+    struct ops_adamw_seg *s = &o->asegs[n];
+    if (tidx) tidx[n] = i;
+    n++;
+    s->off = t->off;
+    s->n = t->n;
+    s->decay = (float)(1.0 - lr * w);
+    s->step_size = (float)(lr / bc1);
+    s->bc2_sqrt = (float)sqrt(bc2);
+  }
+  return n;
+}
+
+void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
+                int frozen_last_layer) {
+  const int n = adamw_segments(o, lr, wd, frozen_last_layer, NULL);
+  o->ops->adamw(params, grads, o->m, o->v, o->asegs, n, OPTIM_BETA1, OPTIM_BETA2, OPTIM_EPS);
+  if (o->ops->params_changed) o->ops->params_changed(params, o->tt->size);
+}
+
+int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
+                 double lr, double wd, int frozen_last_layer, float *teacher, double momentum) {
+  const struct ops *ops = o->ops;
+  const size_t size = o->tt->size;
+  if (!ops->adamw_ema) {
+    const int nscaled = optim_clip(o, grads, clip, norms_host);
+    optim_step(o, params, grads, lr, wd, frozen_last_layer);
+    ops->ema(teacher, params, size, momentum);
+    if (ops->params_changed) ops->params_changed(teacher, size);
+    return nscaled;
+  }
+  int nscaled;
+  const int nclip = clip_factors(o, grads, clip, norms_host, &nscaled);
+  /* clip factor of each AdamW segment, through the tensor index (frozen tensors are skipped) */
+  const int na = adamw_segments(o, lr, wd, frozen_last_layer, o->ref);
+  for (int a = 0, c = 0; a < na; a++) {
+    while (c < nclip && o->idx[c] != o->ref[a]) c++;
+    SCD_ASSERT(c < nclip);
+    o->ascales[a] = o->scales[c];
+  }
+  ops->adamw_ema(params, grads, o->m, o->v, o->asegs, na, nscaled ? o->ascales : NULL, OPTIM_BETA1,
+                 OPTIM_BETA2, OPTIM_EPS, teacher, size, momentum);
+  if (ops->params_changed) {
+    ops->params_changed(params, size);
+    ops->params_changed(teacher, size);
+  }
+  return nscaled;
+}

@@ -1,0 +1,63 @@
+/* optim.h - parameter groups, per-tensor gradient clipping, last-layer freezing and AdamW (§5).
+ *
+ * One step, in upstream's order:
+ *     optim_clip(o, grads, clip_grad, NULL);           // per tensor: |g| > clip -> g *= clip/(|g|+1e-6)
+ *     optim_step(o, params, grads, lr, wd, frozen);   // frozen: epoch < freeze_last_layer
+ * Tensors without TENSOR_GRAD (weight_g with norm_last_layer) never take part; with `frozen` the
+ * "last_layer" tensors are skipped entirely (no decay, no moment update, no step count), as
+ * PyTorch does for parameters whose .grad is None. */
+#ifndef SCDINO_OPTIM_H
+#define SCDINO_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/ops.h"
+#include "model/tensor.h"
+
+#define OPTIM_BETA1 0.9
+#define OPTIM_BETA2 0.999
+#define OPTIM_EPS 1e-8
+#define OPTIM_CLIP_EPS 1e-6
+
+struct optim {
+  const struct ops *ops;
+  const struct tensor_table *tt;
+  float *m, *v;          /* device, tt->size each: exp_avg, exp_avg_sq */
+  int64_t *steps;        /* per tensor (host) */
+  unsigned char *decay;  /* per tensor: in the regularised group (0) */
+  /* scratch */
+  struct ops_seg *segs;
+  struct ops_adamw_seg *asegs;
+  double *norms;
+  float *scales;
+  int *idx;
+  int *ref;              /* tensor index of each AdamW segment (optim_update) */
+  float *ascales;        /* clip factor per AdamW segment (optim_update) */
+};
+
+/* Group 0 (weight decay) or 1 (none): biases and 1-D tensors are not regularised (§5.1). */
+int optim_is_regularized(const struct tensor *t);
+/* Count tensors and elements of the two groups over the trainable tensors of tt. */
+void optim_group_counts(const struct tensor_table *tt, int ntensors[2], size_t nelems[2]);
+/* Whether a tensor belongs to the head's last layer (dropped while frozen). */
+int optim_is_last_layer(const struct tensor *t);
+
+void optim_init(struct optim *o, const struct ops *ops, const struct tensor_table *tt);
+void optim_free(struct optim *o);
+/* Per-tensor clipping of trainable gradients (clip <= 0: none).  norms_host (NULL: not wanted)
+ * gets the norm of every tensor before clipping (0 for tensors without gradient).  Returns the
+ * number of tensors that were scaled. */
+int optim_clip(struct optim *o, float *grads, double clip, double *norms_host);
+/* AdamW step with lr on both groups and wd on group 0. */
+void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
+                int frozen_last_layer);
+/* The whole update of a step: optim_clip(o, grads, clip, norms_host), optim_step(o, params, grads,
+ * lr, wd, frozen_last_layer), then the teacher EMA teacher = momentum teacher + (1 - momentum)
+ * params over the whole buffer.  A backend with a fused kernel (ops->adamw_ema) does the three in
+ * one pass and leaves grads unclipped in memory; otherwise grads end clipped, as with optim_clip.
+ * Returns the number of tensors that were clipped. */
+int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
+                 double lr, double wd, int frozen_last_layer, float *teacher, double momentum);
+
+#endif

@@ -1,0 +1,99 @@
+/* train_priv.h - the training loop's state, shared by train.c (set-up and epochs), train_step.c (one
+ * iteration) and train_log.c (progress lines, log.txt). */
+#ifndef SCDINO_TRAIN_PRIV_H
+#define SCDINO_TRAIN_PRIV_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "core/check.h"
+#include "data/loader.h"
+#include "data/split.h"
+#include "input/config.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/grad_comm.h"
+#include "model/optim.h"
+#include "train/checkpoint.h"
+
+struct dataset;
+struct augment_gpu;
+
+/* What one iteration reports (the sums are over all ranks). */
+struct step_result {
+  double loss_local;  /* this rank's batch loss (NaN when its batch was empty) */
+  double loss_sum;    /* sum of the ranks' finite losses */
+  int64_t loss_ranks; /* ranks that had images */
+  int64_t images;     /* images in the step, all ranks */
+  int nonfinite;      /* ranks whose loss was not finite */
+  int stop;           /* some rank was asked to stop (a signal: signals_received) */
+  int bad_grad;       /* first tensor (table order) whose averaged gradient is not finite; -1 none */
+  double lr, wd, momentum;
+  double comm_s;      /* seconds blocked in communication */
+};
+
+/* Accumulated timings for the progress line. */
+struct train_window {
+  double t0;          /* wall time at the start of the window */
+  double data_s, comm_s;
+  int64_t steps, images;
+};
+
+struct trainer {
+  const struct config *cfg;
+  const struct ops *ops;
+  struct grad_comm *gc;
+  int rank, world;
+  /* data */
+  struct dataset *ds;
+  struct split split;
+  struct loader *loader;
+  int nchannels;
+  int channels[CKPT_MAX_CHANNELS];
+  float *dev_global, *dev_local; /* device copies of a batch's crops */
+  struct augment_gpu *ag;        /* GPU augmentation from raw batches (CUDA backend), else NULL */
+  /* model and optimisation */
+  struct dino_model *model;
+  struct dino_loss loss;
+  struct optim opt;
+  int64_t B, niter, epochs, total_steps;
+  double *lr_sched, *wd_sched, *mom_sched;
+  double lr_peak;
+  /* position, metrics and checkpoints */
+  struct ckpt_state ck;
+  char ckpt_path[PATH_MAX];
+  char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
+  int64_t launch_steps;      /* steps done by this launch (max_steps) */
+  double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
+  int nan_pending;           /* &debug: tensor whose gradient still gets a NaN this step; -1 none */
+  /* timing */
+  struct train_window win;
+  double t_launch, epoch_t0;
+  int64_t first_step;        /* global step this launch started at (for the ETA) */
+};
+
+/* One iteration on batch b at (epoch, it): schedules, forward, loss, centre, backward with the
+ * bucketed all-reduce, clipping, freezing, AdamW, EMA.  Every rank calls it once per iteration. */
+void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, int64_t it,
+                struct step_result *r);
+
+/* Numerical faults (train_guard.c).  After the update: r->bad_grad from t->gnorms, agreed by all
+ * ranks. */
+void train_guard_check_grads(struct trainer *t, struct step_result *r);
+/* A non-finite loss (r->nonfinite) or gradient (r->bad_grad >= 0): rank 0 names the step, the
+ * first bad tensor (for a loss: the first non-finite weight, if any) and the last good checkpoint;
+ * every rank exits with status 1. */
+SCD_NORETURN void train_guard_fail(const struct trainer *t, int64_t epoch, int64_t it, const struct step_result *r);
+/* The first tensor of buf (device memory laid out by tt) holding a NaN or infinity, or -1. */
+int train_guard_first_nonfinite(const struct ops *ops, const struct tensor_table *tt, const float *buf);
+
+/* Start-up summary (model, data, batch, schedules). */
+void train_log_setup(const struct trainer *t);
+/* Progress line every log_every steps (and at the last step of an epoch). */
+void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const struct step_result *r);
+/* End of an epoch: "Averaged stats" line and a JSON line in run_dir/log.txt (rewritten atomically,
+ * lines of later epochs from an abandoned run dropped). */
+void train_log_epoch(const struct trainer *t, int64_t epoch);
+
+#endif

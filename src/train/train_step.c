@@ -1,0 +1,123 @@
+/* train_step.c - one DINO training iteration on every rank (SCDINO_ALGORITHM section 7.2). */
+#include "build_config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "core/signals.h"
+#include "train/fault_inject.h"
+#include "train/train.h"
+#include "train/train_priv.h"
+#ifdef HAVE_CUDA
+#include "cuda/augment_gpu.h"
+#endif
+
+/* &debug nan_at_step: a NaN in the first element of the tensor's local gradient, in stream order
+ * before the range goes to the all-reduce, which spreads it to every rank. */
+static void inject_nan(struct trainer *t) {
+  const float nan = NAN;
+  t->ops->upload(t->model->grads + t->model->tt.t[t->nan_pending].off, &nan, sizeof nan);
+  t->nan_pending = -1;
+}
+
+/* grads_ready: tensors first..last are final; their buffer range, padding up to the next tensor
+ * included (so the ranges tile the buffer), goes to the communicator. */
+static void on_grads_ready(int first, int last, void *ctx) {
+  struct trainer *t = ctx;
+  const struct grad_comm_range r = grad_comm_tensor_range(&t->model->tt, first, last);
+  if (t->nan_pending >= first && t->nan_pending <= last) inject_nan(t);
+  t->gc->bucket_ready(t->gc, r.off, r.count);
+}
+
+/* The per-step host all-reduce: images, losses, failures and stop requests of all ranks. */
+static void combine(struct trainer *t, int n, double loss, struct step_result *r) {
+  const int finite = isfinite(loss);
+  double v[5] = {(double)n, n > 0 && finite ? loss : 0.0, n > 0 ? 1.0 : 0.0,
+                 n > 0 && !finite ? 1.0 : 0.0, signals_received() ? 1.0 : 0.0};
+  const double t0 = wtime();
+  comm_allreduce_sum_f64(v, 5);
+  r->comm_s += wtime() - t0;
+  r->images = (int64_t)v[0];
+  r->loss_sum = v[1];
+  r->loss_ranks = (int64_t)v[2];
+  r->nonfinite = (int)v[3];
+  r->stop = v[4] > 0;
+}
+
+void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, int64_t it,
+                struct step_result *r) {
+  const struct config *cfg = t->cfg;
+  struct dino_model *m = t->model;
+  const struct ops *ops = t->ops;
+  const int64_t step = epoch * t->niter + it;
+  memset(r, 0, sizeof *r);
+  r->lr = t->lr_sched[step];
+  r->wd = t->wd_sched[step];
+  r->momentum = t->mom_sched[step];
+  const int n = b->n;
+  r->bad_grad = -1;
+  t->nan_pending = fault_inject_nan_tensor(cfg, step);
+
+  /* Forward and loss.  A rank whose whole batch was dropped (every image invalid) contributes
+   * zero gradients and zero teacher sums. */
+  double loss = NAN;
+  if (n > 0) {
+    float *g = t->dev_global, *l = t->dev_local;
+#ifdef HAVE_CUDA
+    if (t->ag) augment_gpu_batch(t->ag, b->raw, b->index, n, b->epoch, &g, &l);
+#endif
+    if (!t->ag) {
+      const size_t C = (size_t)t->nchannels, G = (size_t)b->global_size, L = (size_t)b->local_size;
+      ops->upload(g, b->global, MUL_SIZE(2 * (size_t)n * C, G * G) * sizeof(float));
+      if (b->n_local > 0)
+        ops->upload(l, b->local, MUL_SIZE((size_t)b->n_local * n * C, L * L) * sizeof(float));
+    }
+    /* Drop-path masks keyed by the global step and the images' global indices: the same for any
+     * rank count and batch split. */
+    struct dino_droppath dp = {(uint64_t)cfg->control.seed, (uint64_t)step, b->index};
+    dino_model_forward(m, g, l, n, &dp);
+    loss = dino_loss_forward(&t->loss, m->sh.logits, m->th.logits, m->sh.dlogits, n, epoch);
+  } else {
+    ops->zero(t->loss.tsum, (size_t)t->loss.K * sizeof(float));
+    t->loss.have_tsum = 1;
+  }
+  r->loss_local = loss;
+  combine(t, n, loss, r);
+  if (r->nonfinite || r->images == 0) return; /* the caller stops the run */
+
+  /* Centre: the teacher sums of all ranks over the number of teacher rows of all ranks.  Upstream
+   * divides by its own rank's rows times the world size, which differs between ranks when the
+   * last batch is partial; with equal batches both are the same number. */
+  const double c0 = t->gc->wait_seconds;
+  dino_loss_update_center(&t->loss, (int)r->images, 1, grad_comm_allreduce_cb, t->gc);
+
+  /* Backward; the all-reduce of each finished range starts inside. */
+  t->gc->begin_step(t->gc, m->grads, m->tt.size);
+  if (n > 0) {
+    dino_model_backward(m, n, on_grads_ready, t);
+  } else {
+    /* Zero gradients, handed over in backward's groups and order all the same: the communicator
+     * must issue the same all-reduce calls as the ranks that ran backward (collectives match by
+     * order, not by size: one whole-buffer call here against their buckets would hang or fail). */
+    ops->zero(m->grads, m->tt.size * sizeof(float));
+    for (int k = 0; k < dino_ready_count(&m->vit); k++) {
+      int first, last;
+      dino_ready_group(&m->vit, &m->head, k, &first, &last);
+      on_grads_ready(first, last, t);
+    }
+  }
+  if (t->nan_pending >= 0) inject_nan(t); /* a range backward did not hand over: finish reduces it */
+  t->gc->finish(t->gc);
+  r->comm_s += t->gc->wait_seconds - c0;
+
+  /* Per-tensor clipping, last-layer freezing (epochs < freeze_last_layer), AdamW, teacher EMA
+   * (one fused pass on backends that have it). */
+  optim_update(&t->opt, m->student, m->grads, cfg->training.clip_grad, t->gnorms, r->lr, r->wd,
+               epoch < cfg->training.freeze_last_layer, m->teacher, r->momentum);
+  /* The norms clipping computed are the non-finite check (train_guard.c). */
+  train_guard_check_grads(t, r);
+}

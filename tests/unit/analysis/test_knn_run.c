@@ -1,0 +1,255 @@
+/* tests/unit/analysis/test_knn_run.c - calculation='knn' end to end: a deck, a features file in a scratch
+ * run_dir, knn_run, and the contents of knn.txt and knn.h5 checked against an independent
+ * evaluation on the split of upstream's numpy shuffle (tests/data/dino_tiny.h5 split/n1000_seed40);
+ * then the file selection, the overwrite, and the input errors. */
+#include "build_config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/features_io.h"
+#include "analysis/knn.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "input/config.h"
+#include "tests/fixtures/testutil.h"
+
+static char run_dir[512];
+
+static void parse_deck(const char *text, struct config *cfg) {
+  char err[8192];
+  int n = config_parse_text("test.nml", text, cfg, err, sizeof err);
+  if (n != 0) {
+    fprintf(stderr, "deck errors:\n%s\n%s\n", err, text);
+    exit(99);
+  }
+}
+
+/* n rows around C centres in d dimensions, L2-normalised; index = 5000 + 2 i. */
+static void make_features(struct features *f, int64_t n, int d, int C, uint64_t seed, int64_t epoch) {
+  memset(f, 0, sizeof *f);
+  f->n = n;
+  f->d = d;
+  f->nclasses = C;
+  f->x = malloc((size_t)(n * d) * sizeof(float));
+  f->labels = malloc((size_t)n * sizeof(int32_t));
+  f->index = malloc((size_t)n * sizeof(int64_t));
+  f->paths = malloc((size_t)n * sizeof(char *));
+  f->class_names = malloc((size_t)C * sizeof(char *));
+  struct rng r;
+  rng_init(&r, seed, RNG_DOMAIN_TEST, 10, 0);
+  float *centres = malloc((size_t)(C * d) * sizeof(float));
+  for (int i = 0; i < C * d; i++) centres[i] = (float)(0.3 * rng_normal(&r));
+  for (int64_t i = 0; i < n; i++) {
+    int c = (int)rng_below(&r, (uint64_t)C);
+    f->labels[i] = c;
+    for (int j = 0; j < d; j++) f->x[i * d + j] = centres[c * d + j] + (float)rng_normal(&r);
+    f->index[i] = 5000 + 2 * i;
+    char p[64];
+    snprintf(p, sizeof p, "c%d/%05lld.tif", c, (long long)i);
+    f->paths[i] = strdup(p);
+  }
+  free(centres);
+  for (int c = 0; c < C; c++) {
+    char s[32];
+    snprintf(s, sizeof s, "type_%c", 'A' + c);
+    f->class_names[c] = strdup(s);
+  }
+  features_l2_normalize(f->x, n, d);
+  snprintf(f->checkpoint, sizeof f->checkpoint, "%s/checkpoint_%04lld.h5", run_dir, (long long)epoch);
+  snprintf(f->checkpoint_key, sizeof f->checkpoint_key, "teacher");
+  f->epoch = epoch;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static int count_substr(const char *s, const char *needle) {
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+static int run_calc(void *cfg) { return knn_run(cfg) == 0 ? 0 : 1; }
+
+/* knn_run(cfg) in a child: exit status `code`, and `needle` in what it printed on stderr. */
+static void expect_fail(const char *deck, int code, const char *needle) {
+  static struct config cfg;
+  parse_deck(deck, &cfg);
+  char buf[8192];
+  const int got = t_run_child(run_calc, &cfg, 1, buf, sizeof buf);
+  T_CHECK(got == code, "exit %d, wanted %d: %s", got, code, buf);
+  T_CHECK(strstr(buf, needle) != NULL, "message lacks '%s': %s", needle, buf);
+  if (t_verbose) printf("  %s", buf);
+}
+
+static void test_end_to_end(void) {
+  char path[4400], deck[8192];
+  struct features f, decoy;
+  make_features(&f, 1000, 24, 5, 1, 3);
+  make_features(&decoy, 50, 24, 5, 2, 1);
+  snprintf(path, sizeof path, "%s/features_0003.h5", run_dir);
+  features_write(path, &f);
+  char decoy_path[4400];
+  snprintf(decoy_path, sizeof decoy_path, "%s/features_0001.h5", run_dir);
+  features_write(decoy_path, &decoy);
+
+  snprintf(deck, sizeof deck,
+           "&control calculation = 'knn', run_dir = '%s' /\n"
+           "&knn k = 1, 3, 20, 1000, temperature = 0.07, baselines = .false., table_k = 20 /\n",
+           run_dir);
+  static struct config cfg;
+  parse_deck(deck, &cfg);
+  T_CHECK(knn_run(&cfg) == 0, "knn_run succeeds");
+
+  /* Independent evaluation on the upstream split: numpy.random.seed(40); shuffle(range(1000));
+   * reference = first int(0.8 * 1000) = 800 rows. */
+  size_t np;
+  double *perm = t_h5_read_f64(t_datafile("dino_tiny.h5"), "/split/n1000_seed40", &np);
+  T_CHECK(np == 1000, "reference permutation");
+  const int d = 24, C = 5;
+  float *tr = malloc(800 * d * sizeof *tr), *te = malloc(200 * d * sizeof *te);
+  int32_t tl[800], tel[200];
+  for (int i = 0; i < 1000; i++) {
+    int64_t row = (int64_t)perm[i];
+    if (i < 800) {
+      memcpy(tr + i * d, f.x + row * d, d * sizeof(float));
+      tl[i] = f.labels[row];
+    } else {
+      memcpy(te + (i - 800) * d, f.x + row * d, d * sizeof(float));
+      tel[i - 800] = f.labels[row];
+    }
+  }
+  const int64_t k[] = {1, 3, 20, 1000};
+  struct knn_result want;
+  knn_evaluate(tr, tl, 800, te, tel, 200, d, C, k, 4, 0.07, &want);
+
+  /* knn.h5 */
+  char h5[4400];
+  snprintf(h5, sizeof h5, "%s/knn.h5", run_dir);
+  size_t n;
+  double *top1 = t_h5_read_f64(h5, "/trained/top1", &n);
+  double *top2 = t_h5_read_f64(h5, "/trained/top2", NULL);
+  double *f1 = t_h5_read_f64(h5, "/trained/f1", NULL);
+  double *bal = t_h5_read_f64(h5, "/trained/balanced_accuracy", NULL);
+  double *conf = t_h5_read_f64(h5, "/trained/confusion", NULL);
+  double *kk = t_h5_read_f64(h5, "/k", NULL);
+  double *ku = t_h5_read_f64(h5, "/k_used", NULL);
+  double *sup = t_h5_read_f64(h5, "/test_support", NULL);
+  T_CHECK(n == 4, "4 k values in knn.h5");
+  for (int j = 0; j < 4; j++) {
+    T_NEAR(top1[j], want.top1[j], 1e-12, "knn.h5 top1");
+    T_NEAR(top2[j], want.top2[j], 1e-12, "knn.h5 top2");
+    T_NEAR(bal[j], want.balanced_accuracy[j], 1e-12, "knn.h5 balanced accuracy");
+    T_NEAR(kk[j], k[j], 0, "knn.h5 k");
+    for (int c = 0; c < C; c++) T_NEAR(f1[j * C + c], want.f1[j * C + c], 1e-12, "knn.h5 f1");
+    for (int c = 0; c < C * C; c++) T_NEAR(conf[j * C * C + c], (double)want.confusion[j * C * C + c], 0, "confusion");
+  }
+  T_NEAR(ku[3], 800, 0, "k = 1000 clamped to the 800 reference rows");
+  double total = 0;
+  for (int c = 0; c < C; c++) total += sup[c];
+  T_NEAR(total, 200, 0, "200 test rows");
+  T_NEAR(t_h5_attr(h5, "n_train"), 800, 0, "n_train attribute");
+  T_NEAR(t_h5_attr(h5, "n_test"), 200, 0, "n_test attribute");
+  T_NEAR(t_h5_attr(h5, "temperature"), 0.07, 0, "temperature attribute");
+  T_NEAR(t_h5_attr(h5, "seed"), 40, 0, "seed attribute");
+  T_NEAR(t_h5_attr(h5, "epoch"), 3, 0, "epoch attribute (newest features file)");
+  T_NEAR(t_h5_attr(h5, "table_k"), 20, 0, "table_k attribute");
+  free(top1), free(top2), free(f1), free(bal), free(conf), free(kk), free(ku), free(sup);
+
+  /* knn.txt: upstream's lines first, then the tables. */
+  char txt[4400];
+  snprintf(txt, sizeof txt, "%s/knn.txt", run_dir);
+  const char *s = slurp(txt);
+  T_CHECK(s != NULL, "knn.txt exists");
+  if (!s) return;
+  char line[4600];
+  snprintf(line, sizeof line, "Run: %s_epoch3\n", path);
+  T_CHECK(strncmp(s, line, strlen(line)) == 0, "knn.txt starts with '%s'", line);
+  for (int j = 0; j < 4; j++) {
+    snprintf(line, sizeof line, "\n%lld-NN Top1: %ld, Top2: %ld\n", (long long)k[j], (long)rint(want.top1[j]),
+             (long)rint(want.top2[j]));
+    T_CHECK(strstr(s, line) != NULL, "knn.txt has '%s'", line + 1);
+  }
+  T_CHECK(strstr(s, "\n----\n") != NULL, "upstream separator line");
+  T_CHECK(strstr(s, "k = 1000 exceeds the 800 reference rows; clamped to 800") != NULL, "clamp warning");
+  T_CHECK(strstr(s, "Per-class metrics of the teacher features at k = 20:") != NULL, "per-class table at table_k");
+  T_CHECK(strstr(s, "Confusion matrix of the teacher features at k = 20") != NULL, "confusion matrix");
+  T_CHECK(strstr(s, "type_E") != NULL, "class names in the tables");
+  snprintf(line, sizeof line, "%7d   %8.2f%8.2f%9.2f%9.2f\n", 20, want.top1[2], want.top2[2],
+           want.balanced_accuracy[2], want.macro_f1[2]);
+  T_CHECK(strstr(s, line) != NULL, "summary row for k = 20: '%s'", line);
+
+  /* A second run overwrites (upstream appended). */
+  T_CHECK(knn_run(&cfg) == 0, "second knn_run");
+  s = slurp(txt);
+  T_CHECK(s && count_substr(s, "Run: ") == 1, "knn.txt holds one run, not two");
+  char cmd[4600];
+  snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", run_dir);
+  T_CHECK(system(cmd) != 0, "no temporary files in run_dir");
+
+  /* knn.features names a file explicitly: the decoy (50 rows) is used. */
+  snprintf(deck, sizeof deck,
+           "&control calculation = 'knn', run_dir = '%s' /\n&knn features = '%s', k = 3, baselines = .false. /\n",
+           run_dir, decoy_path);
+  parse_deck(deck, &cfg);
+  T_CHECK(knn_run(&cfg) == 0, "knn_run on knn.features");
+  T_NEAR(t_h5_attr(h5, "n_rows"), 50, 0, "knn.features was read");
+  T_NEAR(t_h5_attr(h5, "n_train"), 40, 0, "int(0.8 * 50) reference rows");
+
+  knn_result_free(&want);
+  free(perm);
+  free(tr);
+  free(te);
+  features_free(&f);
+  features_free(&decoy);
+}
+
+static void test_errors(void) {
+  char deck[8192], empty[4400];
+  snprintf(empty, sizeof empty, "%s/empty", run_dir);
+  snprintf(deck, sizeof deck, "&control calculation = 'knn', run_dir = '%s' /\n", empty);
+  expect_fail(deck, 3, "holds no features_EEEE.h5");
+  snprintf(deck, sizeof deck, "&control calculation = 'knn', run_dir = '%s' /\n&knn features = '%s/nope.h5' /\n",
+           run_dir, run_dir);
+  expect_fail(deck, 2, "nope.h5': no such file");
+  snprintf(deck, sizeof deck, "&control calculation = 'knn', run_dir = '%s' /\n&knn table_k = 7, baselines = .false. /\n",
+           run_dir);
+  expect_fail(deck, 2, "knn.table_k = 7 is not one of the evaluated knn.k");
+  /* int(0.01 * 50) = 0 reference rows in the 50-row file */
+  snprintf(deck, sizeof deck,
+           "&control calculation = 'knn', run_dir = '%s' /\n&knn features = '%s/features_0001.h5', "
+           "train_fraction = 0.01 /\n", run_dir, run_dir);
+  expect_fail(deck, 2, "knn.train_fraction = 0.01 leaves no reference rows among the 50 rows");
+  /* A damaged newest features file is a data error naming it. */
+  char bad[4400];
+  snprintf(bad, sizeof bad, "%s/features_0009.h5", run_dir);
+  FILE *fp = fopen(bad, "w");
+  fputs("garbage", fp);
+  fclose(fp);
+  snprintf(deck, sizeof deck, "&control calculation = 'knn', run_dir = '%s' /\n", run_dir);
+  expect_fail(deck, 3, "features_0009.h5: not an HDF5 file");
+  remove(bad);
+}
+
+int main(int argc, char **argv) {
+  t_init(argc, argv);
+  log_init(0, t_verbose ? 1 : 0);
+  const char *d = t_scratch_dir("test_knn_run");
+  snprintf(run_dir, sizeof run_dir, "%s/run", d);
+  fs_mkdir_p(run_dir);
+  test_end_to_end();
+  test_errors();
+  return t_finish();
+}
