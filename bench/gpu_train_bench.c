@@ -4,12 +4,13 @@
  * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp32] [-s steps] [-w warmup]
  *            [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-g global] [-l local]
  *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-W peak_gbps] [-x] [-M]
- *            [-A none|tanh]
+ *            [-A none|tanh] [-a flash|gemm|cudnn] [-b epilogue|kernel] [-e epilogue|kernel] [-t]
  * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
  * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
  * attention, other); -M uses the MPI gradient communicator instead of NCCL; -A the GELU form
- * (&model gelu_approximate; tanh runs inside the GEMMs where cuBLASLt computes it, SCDINO_CUDA_GELU).
- * The attention implementation is the backend's (SCDINO_CUDA_ATTENTION=gemm|flash|cudnn).
+ * (&model gelu_approximate; tanh runs inside the GEMMs where cuBLASLt computes it).  The choices of
+ * the deck's &gpu group: -a the attention (default flash), -b the bias-gradient path, -e the GELU
+ * path (epilogue: in the GEMMs where the library computes the model's form; kernel), -t GEMM tuning.
  *
  * One step is what the training loop runs: GPU augmentation of a raw batch (augment_gpu), teacher
  * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in
@@ -109,7 +110,9 @@ int main(int argc, char **argv) {
   int opt;
   double peak_tflops = 0, peak_gbps = 0;
   const char *precision = "bf16";
-  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xMA:")) != -1) {
+  const char *attention = "flash", *bias_grad = "epilogue", *gelu = "epilogue";
+  int gemm_tune = 0;
+  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xMA:a:b:e:t")) != -1) {
     switch (opt) {
     case 'B': B = atoi(optarg); break;
     case 'P': precision = optarg; break;
@@ -128,6 +131,10 @@ int main(int argc, char **argv) {
     case 'T': peak_tflops = atof(optarg); break;
     case 'W': peak_gbps = atof(optarg); break;
     case 'x': prof = 1; break;
+    case 'a': attention = optarg; break;
+    case 'b': bias_grad = optarg; break;
+    case 'e': gelu = optarg; break;
+    case 't': gemm_tune = 1; break;
     case 'M': use_mpi = 1; break;
     case 'A':
       if (strcmp(optarg, "none") && strcmp(optarg, "tanh")) {
@@ -151,6 +158,10 @@ int main(int argc, char **argv) {
     comm_finalize();
     return 77;
   }
+  backend_cuda_set_attention(attention);
+  backend_cuda_set_bias_grad(bias_grad);
+  backend_cuda_set_gelu(gelu);
+  backend_cuda_set_gemm_tune(gemm_tune);
   /* every op counted (bytes, FLOPs) on its way to the backend: the floor of the model step */
   const struct ops *ops = ops_traffic_wrap(cuda_ops, 0);
   struct backend_cuda_info info;

@@ -1,7 +1,7 @@
 /* attention_gemm.cu - multi-head attention with tensor-core batched GEMMs (cuBLAS) and row kernels.
  *
  * The other implementation of the attention ops (attention.cu is the flash-style one; backend_cuda
- * picks, SCDINO_CUDA_ATTENTION=gemm|flash|cudnn): per (sample, head) S = scale Q K^T in fp32, P =
+ * picks, &gpu attention = 'gemm'|'flash'|'cudnn'): per (sample, head) S = scale Q K^T in fp32, P =
  * softmax(S) kept as the state in the activation type, O = P V; backward dV = P^T dO,
  * dP = dO V^T, dS = scale P (dP - rowsum(P dP)), dQ = dS K, dK = dS^T Q.  Every product is one
  * cublasGemmBatchedEx over all B x H heads, reading q, k, v in place in the qkv layout through

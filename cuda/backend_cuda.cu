@@ -162,12 +162,6 @@ static int cu_init(void) {
     return 0;
   }
   cu.device = dev;
-  const char *impl = getenv("SCDINO_CUDA_ATTENTION");
-  if (impl && *impl) backend_cuda_set_attention(impl);
-  const char *bg = getenv("SCDINO_CUDA_BGRAD");
-  if (bg && *bg) backend_cuda_set_bias_grad(bg);
-  const char *ge = getenv("SCDINO_CUDA_GELU");
-  if (ge && *ge) backend_cuda_set_gelu(ge);
   CHECK_CUDA(cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking));
   lt_init();
   cu.ready = 1;
@@ -736,14 +730,14 @@ extern "C" void backend_cuda_set_attention(const char *impl) {
       if (cu.ready) k_attn_cudnn_forget();
       return;
     }
-  scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_ATTENTION = '%s': expected 'gemm', 'flash' or 'cudnn'", impl);
+  scd_fatal(SCD_EXIT_INPUT, "attention implementation '%s': expected 'flash', 'gemm' or 'cudnn'", impl);
 }
 
 extern "C" const char *backend_cuda_attention(void) { return attn_names[attn_choice]; }
 
 extern "C" void backend_cuda_set_bias_grad(const char *how) {
   if (strcmp(how, "epilogue") && strcmp(how, "kernel"))
-    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_BGRAD = '%s': expected 'epilogue' or 'kernel'", how);
+    scd_fatal(SCD_EXIT_INPUT, "bias-gradient path '%s': expected 'epilogue' or 'kernel'", how);
   bgrad_epilogue = !strcmp(how, "epilogue");
   if (cu.ready) lt_forget(); /* plans and refusals afresh (tests change what the stand-in offers) */
 }
@@ -767,3 +761,5 @@ extern "C" void backend_cuda_set_profiling(int on) {
 extern "C" void backend_cuda_profile_report(void *f, int top) { prof_report((FILE *)f, top); }
 
 extern "C" void backend_cuda_gemm_tuning_report(void) { lt_tuning_report(); }
+
+extern "C" void backend_cuda_set_gemm_tune(int on) { lt_set_tuning(on); }

@@ -47,28 +47,28 @@ void backend_cuda_reset_peak(void);
 /* The cudaStream_t every op is queued on (for NCCL and copies that must order with the ops). */
 void *backend_cuda_stream(void);
 
-/* The attention implementation: 'gemm' (default: per-head batched tensor-core GEMMs through
- * cuBLAS, the softmax matrices kept for backward), 'flash' (own flash-attention style kernels,
- * only the row log-sum-exp kept: on tensor cores in bf16 for head dimensions that are multiples of
- * 16, else on CUDA cores) or 'cudnn' (cuDNN's fused
- * attention, bf16 only, with the flash kernel's state; batched GEMMs on that state stand in for
- * shapes or directions cuDNN declines, and the fp32 table keeps 'gemm').  The environment variable
- * SCDINO_CUDA_ATTENTION sets it at initialisation; change it only before activations are planned
- * (they keep different state).  Setting it drops cuDNN's cached plans and refusals. */
+/* The choices of the deck's &gpu group (backend_select sets them from the deck; the benchmark and
+ * test programs from their options).  Set them before activations are planned.
+ *
+ * The attention implementation: 'flash' (default: own flash-attention style kernels, only the row
+ * log-sum-exp kept: mma.sync tensor cores in bf16 for head dimensions 32 and 64, wmma for other
+ * multiples of 16, else CUDA cores), 'gemm' (per-head batched tensor-core GEMMs through cuBLAS, the
+ * softmax matrices kept for backward) or 'cudnn' (cuDNN's fused attention, bf16 only, with the flash
+ * kernel's state; batched GEMMs on that state stand in for shapes or directions cuDNN declines, and
+ * the fp32 table keeps 'gemm').  Setting it drops cuDNN's cached plans and refusals. */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
 /* How Linear layers' bias gradients are summed: 'epilogue' (default: by the weight gradient's
  * cuBLASLt GEMM, its BGRADB epilogue, so the output gradient is not read again; shapes for which
  * cuBLASLt has no such algorithm, said once in the log, take the kernel) or 'kernel' (a separate
- * column-sum kernel over the output gradient).  SCDINO_CUDA_BGRAD sets it at initialisation.
- * Setting it drops cuBLASLt's cached plans.  _fused: how many bias gradients the epilogue has
+ * column-sum kernel over the output gradient).  Setting it drops cuBLASLt's cached plans.  _fused: how many bias gradients the epilogue has
  * summed so far. */
 void backend_cuda_set_bias_grad(const char *how);
 const char *backend_cuda_bias_grad(void);
 long backend_cuda_bias_grad_fused(void);
 /* GELU inside the GEMMs (cuBLASLt's GELU epilogues, cuda/gelu_gemm.cu): "epilogue" (default: where
  * the library computes the model's GELU, see backend_cuda_gelu_library) or "kernel" (always a
- * kernel of its own); also read from SCDINO_CUDA_GELU at start-up.  backend_cuda_gelu_library: the
+ * kernel of its own).  backend_cuda_gelu_library: the
  * GELU cuBLASLt's epilogue computes for fp32 (bf16 = 0) or bf16 activations, found by a probe:
  * "none" (exact), "tanh", "neither", "declined" (no algorithm) or "unprobed" (no GPU context).
  * backend_cuda_gelu_fused: how many GEMMs have run a GELU epilogue. */
@@ -91,8 +91,10 @@ void backend_cuda_set_profiling(int on);
 /* With profiling on: the `top` ops (backend functions) with the most GPU time since the last
  * ops->profile reset, one line each, to f (stdio FILE *). */
 void backend_cuda_profile_report(void *f, int top);
-/* With SCDINO_CUDA_GEMM_TUNE=1 (cuBLASLt's candidate algorithms timed on each GEMM shape's first
- * call, the fastest kept): one log line of what the tuning chose and gained; nothing when off. */
+/* GEMM tuning (&gpu gemm_tune): on, cuBLASLt's candidate algorithms are timed on each GEMM
+ * shape's first call and the fastest kept (off by default: timing noise can choose differently on a
+ * restart).  The report: one log line of what the tuning chose and gained; nothing when off. */
+void backend_cuda_set_gemm_tune(int on);
 void backend_cuda_gemm_tuning_report(void);
 
 #ifdef __cplusplus

@@ -193,15 +193,16 @@ int lt_matmul_dgelu(int transa, int transb, int m, int n, int k, const void *A, 
                     int ldd, const void *pre);
 /* Drops the cached plans (after the stream's queued work): the next GEMMs plan afresh. */
 void lt_forget(void);
-/* Whether SCDINO_CUDA_GEMM_TUNE=1 (read once; unset or 0: off, anything else ends the job): each
- * plan's first run then times the heuristic's candidate algorithms and keeps the fastest. */
+/* GEMM tuning (&gpu gemm_tune): when on, each plan's first run times the heuristic's candidate
+ * algorithms and keeps the fastest.  Setting it drops the cached plans. */
+void lt_set_tuning(int on);
 int lt_tuning(void);
 /* Logs (log_info) the tuned shapes, how many changed algorithm, and the time of one pass of each
  * tuned shape against the heuristic's first choice; nothing when tuning is off. */
 void lt_tuning_report(void);
 
 /* gelu_gemm.cu: whether GELU with this approx (ops.h) runs in the GEMMs' epilogues for the
- * activation type (bf16 != 0: bf16, else fp32): SCDINO_CUDA_GELU allows it and the probe found that
+ * activation type (bf16 != 0: bf16, else fp32): &gpu gelu allows it and the probe found that
  * cuBLASLt computes this GELU (probed at the first call, which waits for the GPU).  cu_gelu_count:
  * one GEMM ran its GELU epilogue. */
 int cu_gelu_in_gemm(int approx, int bf16);

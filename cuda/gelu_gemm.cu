@@ -27,7 +27,7 @@ extern "C" {
 
 enum { KIND_UNPROBED = -3, KIND_DECLINED = -2, KIND_NEITHER = -1, KIND_EXACT = 0, KIND_TANH = 1 };
 
-static int use_epilogue = 1;                               /* SCDINO_CUDA_GELU */
+static int use_epilogue = 1;                               /* &gpu gelu */
 static int kind[2] = {KIND_UNPROBED, KIND_UNPROBED};       /* [bf16] */
 static long fused;
 
@@ -196,7 +196,7 @@ void cu_gelu_count(void) { fused++; }
 
 extern "C" void backend_cuda_set_gelu(const char *how) {
   if (strcmp(how, "epilogue") && strcmp(how, "kernel"))
-    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_GELU = '%s': expected 'epilogue' or 'kernel'", how);
+    scd_fatal(SCD_EXIT_INPUT, "GELU path '%s': expected 'epilogue' or 'kernel'", how);
   use_epilogue = !strcmp(how, "epilogue");
   /* probe again (tests change what the stand-in computes) */
   kind[0] = kind[1] = KIND_UNPROBED;

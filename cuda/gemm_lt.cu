@@ -9,7 +9,7 @@
  * operand alignment, then reused: the heuristic query costs more than a small GEMM.  When no
  * algorithm supports the epilogue for a shape, the plan runs the GEMM without it: the bias is then
  * added by a separate kernel, and a bias gradient is left to the caller (lt_matmul_bgradb).
- * SCDINO_CUDA_GEMM_TUNE=1 times up to LT_CANDIDATES of the heuristic's algorithms at a plan's first
+ * &gpu gemm_tune = .true. times up to LT_CANDIDATES of the heuristic's algorithms at a plan's first
  * run (lt_tune) and keeps the fastest: the heuristic's first is not always that. */
 #include "build_config.h"
 
@@ -75,15 +75,15 @@ static size_t tune_bytes;
 static int tune_shapes, tune_changed;
 static double tune_us, tune_first_us;
 
-/* SCDINO_CUDA_GEMM_TUNE, read once: unset or 0 off, 1 on. */
-int lt_tuning(void) {
-  static int on = -1;
-  const char *s = on < 0 ? getenv("SCDINO_CUDA_GEMM_TUNE") : NULL;
-  if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
-    scd_fatal(SCD_EXIT_INPUT, "SCDINO_CUDA_GEMM_TUNE = '%s': expected 0 or 1", s);
-  if (on < 0) on = s && !strcmp(s, "1");
-  return on;
+/* &gpu gemm_tune (backend_cuda_set_gemm_tune): off unless asked. */
+static int tuning;
+
+void lt_set_tuning(int on) {
+  if (tuning != !!on && cu.ready) lt_forget(); /* plans chosen the other way are dropped */
+  tuning = !!on;
 }
+
+int lt_tuning(void) { return tuning; }
 
 void lt_tuning_report(void) {
   if (!lt_tuning()) return;

@@ -7,7 +7,7 @@
  * backend's stream after the kernels that produced it, the side stream waits for it, then
  * ncclAllReduce (sum) in place.  finish() waits for the side stream (the time counted as exposed
  * communication) and divides by the world size on the backend's stream, as the MPI version does.
- * Host waits poll the GPU, ncclCommGetAsyncError and a timeout (SCDINO_NCCL_TIMEOUT seconds, 600
+ * Host waits poll the GPU, ncclCommGetAsyncError and a timeout (&gpu nccl_timeout seconds, 600
  * by default), so a dead peer or a stalled network ends the job with a message instead of a hang. */
 #include "build_config.h"
 
@@ -145,7 +145,7 @@ static void wait_event(struct nccl_gc *g, cudaEvent_t ev, const char *what) {
       ncclCommAbort(g->comm);
       scd_fatal(SCD_EXIT_FAILURE,
                 "NCCL %s did not complete within %.0f s on rank %d: another rank died or stalls, or "
-                "the network hangs (NCCL_DEBUG=INFO tells more; SCDINO_NCCL_TIMEOUT sets the limit)",
+                "the network hangs (NCCL_DEBUG=INFO tells more; &gpu nccl_timeout sets the limit)",
                 what, g->timeout, comm_rank());
     }
     const struct timespec ts = {0, 50000}; /* 50 us */
@@ -246,15 +246,14 @@ static void n_destroy(struct grad_comm *gc) {
   free(gc);
 }
 
-double grad_comm_nccl_timeout(void) {
-  const char *to = getenv("SCDINO_NCCL_TIMEOUT");
-  if (!to || !*to) return NCCL_TIMEOUT_DEFAULT;
-  char *end;
-  const double t = strtod(to, &end);
-  if (*end || !(t > 0))
-    scd_fatal(SCD_EXIT_INPUT, "SCDINO_NCCL_TIMEOUT='%s': expected a positive number of seconds", to);
-  return t;
+static double timeout_s = NCCL_TIMEOUT_DEFAULT; /* &gpu nccl_timeout */
+
+void grad_comm_nccl_set_timeout(double seconds) {
+  if (!(seconds > 0)) SCD_FAIL("NCCL timeout %g s: must be positive", seconds);
+  timeout_s = seconds;
 }
+
+double grad_comm_nccl_timeout(void) { return timeout_s; }
 
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes) {
   void *stream = backend_cuda_stream();

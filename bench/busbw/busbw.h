@@ -33,6 +33,7 @@ struct busbw_opts {
   int average;              /* enum busbw_avg */
   int root;
   double min_busbw;         /* --min-busbw: fail when the peak busbw is lower; 0 = off */
+  double timeout;           /* --timeout: seconds an NCCL wait may last (default 600) */
   const char *json;         /* --json FILE */
   const char *model_deck;   /* --sizes-from-model DECK */
   int in_chans;             /* --in-chans: overrides the deck's channel count */

@@ -15,6 +15,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "input/config.h"
+#include "model/grad_comm.h"
 
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
@@ -157,6 +158,7 @@ int main(int argc, char **argv) {
   char note[512];
   const struct busbw_backend *be = choose_backend(&o, prog, note, sizeof note);
 #ifdef HAVE_NCCL
+  grad_comm_nccl_set_timeout(o.timeout);
   if (be == &busbw_backend_nccl) busbw_nccl_init();
 #endif
   int status = busbw_run(&o, be, prog, note, &sz, o.model_deck ? &model : NULL);

@@ -198,7 +198,7 @@ static void wait_stream(void) {
     if (MPI_Wtime() - t0 > limit) {
       ncclCommAbort(comm);
       scd_fatal(SCD_EXIT_FAILURE, "NCCL did not complete within %.0f s on rank %d: another rank died or stalls, "
-                "or the network hangs (NCCL_DEBUG=INFO tells more; SCDINO_NCCL_TIMEOUT sets the limit)",
+                "or the network hangs (NCCL_DEBUG=INFO tells more; --timeout sets the limit)",
                 limit, comm_rank());
     }
     sched_yield();

@@ -19,7 +19,7 @@ void busbw_usage(FILE *f, const char *prog) {
     "    mpirun -np N %s [-b SIZE] [-e SIZE] [-f FACTOR | -i STEP] [-n ITERS] [-w ITERS]\n"
     "        [-c EVERY] [-d TYPE] [-o OP] [-r ROOT] [-z 0|1] [-a 0|1|2|3] [-C COLL]\n"
     "        [-B auto|mpi|nccl] [--json FILE] [--sizes-from-model DECK [--in-chans N]]\n"
-    "        [--min-busbw GBS]\n"
+    "        [--min-busbw GBS] [--timeout SECONDS]\n"
     "\n"
     "DESCRIPTION\n"
     "    Runs one collective over all MPI ranks for a range of message sizes and prints, per size,\n"
@@ -68,6 +68,8 @@ void busbw_usage(FILE *f, const char *prog) {
     "                             buckets as the trainer merges them), instead of -b/-e/-f/-i\n"
     "        --in-chans N         image channels of the model (default: the deck's &data channels)\n"
     "        --min-busbw GBS      exit 7 when the peak bus bandwidth is below GBS\n"
+    "        --timeout SECONDS    NCCL backend: a wait longer than this ends the run with an error\n"
+    "                             (a dead or stalled rank, a hung network; default 600)\n"
     "    -g, --ngpus 1  -t, --nthreads 1  -m, --agg_iters 1\n"
     "                             accepted for nccl-tests scripts; only 1 is supported (one rank\n"
     "                             per GPU)\n"
@@ -184,6 +186,7 @@ void busbw_opts_default(struct busbw_opts *o, const char *progname) {
   o->nops = 1;
   o->average = BUSBW_AVG_MAX;
   o->inject_rank = -1;
+  o->timeout = 600.0;
 }
 
 /* Long names and the short letter they stand for. */
@@ -197,6 +200,7 @@ static const struct {
     {"collective", 'C'},   {"backend", 'B'},         {"json", 'J'},        {"output_file", 'J'},
     {"ngpus", 'g'},        {"nthreads", 't'},        {"agg_iters", 'm'},   {"help", 'h'},
     {"sizes-from-model", 'M'}, {"in-chans", 'I'},    {"min-busbw", 'W'},
+    {"timeout", 'T'},
 };
 
 int busbw_parse(int argc, char **argv, struct busbw_opts *o, char *err, size_t errn) {
@@ -324,6 +328,15 @@ int busbw_parse(int argc, char **argv, struct busbw_opts *o, char *err, size_t e
       if (errno || end == val || *end || !(d >= 0.0) || d > 1e12)
         return fail(err, errn, "%s '%s': not a bandwidth in GB/s", shown, val);
       o->min_busbw = d;
+      break;
+    }
+    case 'T': {
+      char *end;
+      errno = 0;
+      double d = strtod(val, &end);
+      if (errno || end == val || *end || !(d > 0.0) || d > 1e9)
+        return fail(err, errn, "%s '%s': not a positive number of seconds", shown, val);
+      o->timeout = d;
       break;
     }
     default: return fail(err, errn, "unknown option '%s'", a);

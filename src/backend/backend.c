@@ -71,6 +71,13 @@ const struct ops *backend_select(const struct config *cfg) {
   }
   if (cuda) {
     check_gpus_distinct();
+    backend_cuda_set_attention(cfg->gpu.attention);
+    backend_cuda_set_bias_grad(cfg->gpu.bias_grad);
+    backend_cuda_set_gelu(cfg->gpu.gelu);
+    backend_cuda_set_gemm_tune(cfg->gpu.gemm_tune);
+#ifdef HAVE_NCCL
+    grad_comm_nccl_set_timeout(cfg->gpu.nccl_timeout);
+#endif
     struct backend_cuda_info info;
     backend_cuda_info(&info);
     const char *at = backend_cuda_attention(), *how = "";
@@ -79,8 +86,10 @@ const struct ops *backend_select(const struct config *cfg) {
       how = cuda->act_size == 4 ? " (CUDA cores in fp32)"
             : info.cc_major >= 8 ? " (tensor cores for head dimensions that are multiples of 16)"
                                  : " (CUDA cores below compute capability 8.0)";
-    log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s%s", info.name,
-             info.cc_major, info.cc_minor, info.sms, info.mem_total / 1073741824.0, at, how);
+    log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s%s; bias gradients: %s; "
+             "GELU: %s; GEMM tuning: %s", info.name, info.cc_major, info.cc_minor, info.sms,
+             info.mem_total / 1073741824.0, at, how, cfg->gpu.bias_grad, cfg->gpu.gelu,
+             cfg->gpu.gemm_tune ? "on" : "off");
     return cuda;
   }
   if (!strcmp(dev, "cuda"))

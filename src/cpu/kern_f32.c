@@ -26,6 +26,6 @@ extern float expf(float) __attribute__((__simd__("notinbranch")));
 #define KTANH tanhf
 #define KSQRT sqrtf
 
-#include "cpu/kern_dense.h"
 #include "cpu/kern_attn.h"
+#include "cpu/kern_dense.h"
 #include "cpu/kern_head.h"

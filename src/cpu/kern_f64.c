@@ -24,6 +24,6 @@ extern double exp(double) __attribute__((__simd__("notinbranch")));
 #define KTANH tanh
 #define KSQRT sqrt
 
-#include "cpu/kern_dense.h"
 #include "cpu/kern_attn.h"
+#include "cpu/kern_dense.h"
 #include "cpu/kern_head.h"

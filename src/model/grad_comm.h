@@ -43,8 +43,9 @@ struct grad_comm {
 struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_bytes);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes);
-/* Seconds a host wait on NCCL may last before the job ends (SCDINO_NCCL_TIMEOUT, default 600);
- * also used by the NCCL busbw benchmark. */
+/* Seconds a host wait on NCCL may last before the job ends (&gpu nccl_timeout, default 600; the
+ * NCCL busbw benchmark's --timeout). */
+void grad_comm_nccl_set_timeout(double seconds);
 double grad_comm_nccl_timeout(void);
 
 /* Adapter for dino_loss_update_center's dino_allreduce_fn: ctx is a struct grad_comm. */

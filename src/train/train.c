@@ -23,6 +23,7 @@
 #include "train/train_priv.h"
 #ifdef HAVE_CUDA
 #include "cuda/augment_gpu.h"
+#include "cuda/backend_cuda.h"
 #endif
 
 static int stopped_early; /* the last train_run stopped on a request (agreed by all ranks) */
@@ -320,6 +321,7 @@ int train_run(const struct config *cfg) {
 
   t->gc->destroy(t->gc);
 #ifdef HAVE_CUDA
+  if (!strcmp(t->ops->name, "cuda")) backend_cuda_gemm_tuning_report(); /* &gpu gemm_tune */
   if (t->ag) augment_gpu_destroy(t->ag);
 #endif
   loader_destroy(t->loader);

@@ -625,7 +625,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   /* Asked for several, three candidates that compute the same (data[1] tells them apart): enough
-   * for SCDINO_CUDA_GEMM_TUNE's timing to run each, and to show an accumulating GEMM that it ran
+   * for &gpu gemm_tune's timing to run each, and to show an accumulating GEMM that it ran
    * into the caller's output more than once. */
   const int n = requestedAlgoCount < 3 ? requestedAlgoCount : 3;
   for (int i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/emu/cudnn.sh - scdino with device = 'cuda' and SCDINO_CUDA_ATTENTION=cudnn under the CPU
+# tests/emu/cudnn.sh - scdino with device = 'cuda' and &gpu attention = 'cudnn' under the CPU
 # emulator (tests/emu/cudnn_emu.cc stands in for cuDNN): cuDNN's fused attention in training, a
 # restart bit-identical to an uninterrupted run (the deterministic engine is chosen before the
 # nondeterministic one heuristics rank first), and the fallbacks to the GEMM form on cuDNN's state
@@ -11,15 +11,13 @@
 scratch emu_cudnn
 train_data shards
 exe="$top_builddir/tests/emu/scdino"
-cuda() { sed "s|&system |\&system device = 'cuda', |"; }
-SCDINO_CUDA_ATTENTION=cudnn
-export SCDINO_CUDA_ATTENTION
+cuda() { sed "s|&system |\&system device = 'cuda', |"; echo "&gpu attention = 'cudnn' /"; }
 unset SCDINO_EMU_CUDNN
 
 # Two epochs at once, and one + restart + one: equal bit for bit.
 train_deck full epochs=2 batch_size_per_rank=4 | cuda >full.nml
 expect_exit 0 "$exe" full.nml
-expect_grep 'attention: cudnn$'
+expect_grep 'attention: cudnn; '
 expect_grep 'Epoch \[1/2\] it 10/10'
 expect_nogrep 'cuDNN attention'
 train_deck split epochs=2 batch_size_per_rank=4 max_steps=10 | cuda >a.nml
@@ -58,7 +56,7 @@ expect_grep 'cuDNN attention backward for batch 8 x 17 tokens x 2 heads of 8: ex
 # fp32: cuDNN's fused attention is bf16 only; the log says the GEMM form runs.
 train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" | cuda >fp32.nml
 expect_exit 0 "$exe" fp32.nml
-expect_grep 'attention: cudnn \(bf16 only: fp32 runs gemm\)$'
+expect_grep 'attention: cudnn \(bf16 only: fp32 runs gemm\); '
 expect_nogrep 'cuDNN attention'
 
 # Only a nondeterministic engine: used, with a warning about restarts.

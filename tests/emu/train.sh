@@ -4,7 +4,7 @@
 # communicator on 1 and 2 ranks, checkpoints; the restart contract on that path (one epoch, a
 # restart, the second epoch equal bit for bit to two epochs in one run); a bias-gradient epilogue
 # whose sums are wrong (SCDINO_EMU_LT_BGRADB=wrong), caught by the backend's check with one warning,
-# the run then the same bit for bit as one with the column-sum kernel (SCDINO_CUDA_BGRAD=kernel);
+# the run then the same bit for bit as one with the column-sum kernel (&gpu bias_grad = 'kernel');
 # the tanh GELU in cuBLASLt's epilogues, tracking the run with GELU kernels;
 # and a NaN in one rank's gradient, found by the GPU's norms after the NCCL all-reduce, ending both
 # ranks with status 1 through comm_exit_all (which aborts the NCCL communicator).
@@ -15,6 +15,8 @@ scratch emu_train
 train_data shards
 exe="$top_builddir/tests/emu/scdino"
 cuda() { sed "s|&system |\&system device = 'cuda', |"; }
+# gpu 'KEY = VALUE': the deck on stdin with a &gpu group
+gpu() { cat; echo "&gpu $1 /"; }
 
 # One rank, fp32: the backend and communicator the log names, a finite loss, a checkpoint.
 train_deck fp32 epochs=1 batch_size_per_rank=8 precision="'fp32'" log_every=1 | cuda >fp32.nml
@@ -25,15 +27,16 @@ nchecks=$((nchecks + 1))
 [ -f fp32/checkpoint.h5 ] || fail "fp32: no checkpoint"
 
 # One rank, bf16, our fused attention: the log says where it runs.
-train_deck flash epochs=1 batch_size_per_rank=8 | cuda >flash.nml
-expect_exit 0 env SCDINO_CUDA_ATTENTION=flash "$exe" flash.nml
-expect_grep 'attention: flash \(tensor cores for head dimensions that are multiples of 16\)$'
+train_deck flash epochs=1 batch_size_per_rank=8 | cuda | gpu "attention = 'flash'" >flash.nml
+expect_exit 0 "$exe" flash.nml
+expect_grep 'attention: flash \(tensor cores for head dimensions that are multiples of 16\); bias gradients: epilogue; GELU: epilogue; GEMM tuning: off$'
 expect_grep 'Epoch \[0/1\] it 5/5'
 
 # One rank, bf16: wrong epilogue sums are caught at once and the kernel takes over, so the run
 # is the kernel's bit for bit.
-train_deck kernel epochs=1 batch_size_per_rank=8 | cuda >kernel.nml
-expect_exit 0 env SCDINO_CUDA_BGRAD=kernel "$exe" kernel.nml
+train_deck kernel epochs=1 batch_size_per_rank=8 | cuda | gpu "bias_grad = 'kernel'" >kernel.nml
+expect_exit 0 "$exe" kernel.nml
+expect_grep 'bias gradients: kernel;'
 expect_nogrep 'bias-gradient epilogue'
 train_deck wrong epochs=1 batch_size_per_rank=8 | cuda >wrong.nml
 expect_exit 0 env SCDINO_EMU_LT_BGRADB=wrong "$exe" wrong.nml
@@ -44,11 +47,11 @@ expect_grep 'Epoch \[0/1\] it 5/5'
 ckpt_same kernel/checkpoint.h5 wrong/checkpoint.h5
 
 # One rank, bf16, the GELU in tanh form: computed in cuBLASLt's epilogues (the stand-in's GELU is
-# the tanh form), said in the log; the run tracks the one with GELU kernels (SCDINO_CUDA_GELU=kernel)
+# the tanh form), said in the log; the run tracks the one with GELU kernels (&gpu gelu = 'kernel')
 # to bf16 rounding.
 tanh_deck() { train_deck "$1" epochs=1 batch_size_per_rank=8 log_every=1 | cuda | sed "s/num_heads = 2,/num_heads = 2, gelu_approximate = 'tanh',/"; }
-tanh_deck gk >gk.nml
-expect_exit 0 env SCDINO_CUDA_GELU=kernel "$exe" gk.nml
+tanh_deck gk | gpu "gelu = 'kernel'" >gk.nml
+expect_exit 0 "$exe" gk.nml
 expect_grep 'GELU tanh$'
 tanh_deck ge >ge.nml
 expect_exit 0 "$exe" ge.nml

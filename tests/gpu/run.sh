@@ -13,7 +13,7 @@
 #                    cuDNN's own error log), in probe.log
 #             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU and with the
 #                    tanh GELU (in cuBLASLt's epilogues where the library computes it); the same
-#                    with the GEMM algorithms chosen by timing (SCDINO_CUDA_GEMM_TUNE=1)
+#                    with the GEMM algorithms chosen by timing (gpu_train_bench -t: &gpu gemm_tune)
 #             attn   the same step with the attention as batched GEMMs and as cuDNN's (the bench
 #                    stage's take the default, the flash kernels)
 #             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64 (then with the
@@ -86,7 +86,7 @@ nvlibs=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/n
 [ -d "$rt/usr" ] && export OPAL_PREFIX=$rt/usr OPAL_SYSCONFDIR=$rt/etc/openmpi PATH=$rt/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # cuDNN for scdino: the newest libcudnn.so.9 of the toolkit's and torch's wheel goes first
-# (SCDINO_CUDA_ATTENTION=cudnn needs 9.17 or later; with an older one attention runs as batched
+# (&gpu attention = 'cudnn' needs 9.17 or later; with an older one attention runs as batched
 # GEMMs), as scdino --version reports it.  PyTorch runs without this path (its own libraries).
 # A newer cuDNN cannot travel in the pack: cuDNN loads every engine sub-library when it finalizes
 # its first tensor descriptor, and the precompiled engines alone are 245 MB (174 MB as xz) of the
@@ -134,20 +134,20 @@ for b in test_gpu_ops scdino; do
 done
 
 # ---- tests ---------------------------------------------------------------------------------------
-run_test() { # name, timeout[, label: said after the name]
+run_test() { # name, timeout[, label: said after the name[, arguments of the test...]]
   local name=$1 t0 rc outf=$tmp/scdino-gpu-test.out label=$1${3:+ ($3)}
   afford "$label" 30 || return 0
   t0=$(date +%s)
   echo "==== $label" >> "$tests_log"
   # Synchronous launches: a sticky CUDA error is reported at the call that caused it.
-  CUDA_LAUNCH_BLOCKING=1 timeout "$(limit "$2")" "$bin/$name" > "$outf" 2>&1
+  CUDA_LAUNCH_BLOCKING=1 timeout "$(limit "$2")" "$bin/$name" "${@:4}" > "$outf" 2>&1
   rc=$?
   cat "$outf" >> "$tests_log"
   # A failure: once more under compute-sanitizer's memcheck, when the toolkit has it.
   local cs=/usr/local/cuda/bin/compute-sanitizer
   if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -x "$cs" ] && afford "$name under compute-sanitizer" 60; then
     echo "==== $name under compute-sanitizer --tool memcheck" >> "$tests_log"
-    timeout "$(limit 300)" "$cs" --tool memcheck --print-limit 20 "$bin/$name" >> "$tests_log" 2>&1
+    timeout "$(limit 300)" "$cs" --tool memcheck --print-limit 20 "$bin/$name" "${@:4}" >> "$tests_log" 2>&1
   fi
   local res=FAIL
   case $rc in 0) res=PASS ;; 77) res=SKIP ;; 124) res="TIMEOUT" ;; esac
@@ -166,8 +166,9 @@ if [[ " $stages " == *" tests "* ]]; then
   run_test test_gpu_augment 120
   run_test test_gpu_nccl 120
   run_test test_optim_update 120
-  # the GEMMs with SCDINO_CUDA_GEMM_TUNE=1: candidates timed on the real operands first
-  (export SCDINO_CUDA_GEMM_TUNE=1; run_test test_gpu_ops 300 tuned; run_test test_gpu_model_ref 120 tuned)
+  # the GEMMs tuned (&gpu gemm_tune): candidates timed on the real operands first
+  run_test test_gpu_ops 300 tuned --gemm-tune
+  run_test test_gpu_model_ref 120 tuned --gemm-tune
 fi
 
 # ---- benchmarks ------------------------------------------------------------------------------------
@@ -209,8 +210,8 @@ if [[ " $stages " == *" bench "* ]]; then
   grep -h "GELU epilogue\|GELU with approximate" "$bench_log" | sort -u | while read -r l; do note "$l"; done
   note "tanh GELU in the GEMMs: $(grep '^scdino-bf16-tanh ' "$results" | tr ' ' '\n' | sed -n 's/^gelu_in_gemm=//p')"
   # the GEMM algorithms chosen by timing the heuristic's candidates on the first call of each shape
-  (export SCDINO_CUDA_GEMM_TUNE=1; bench "scdino-bf16-tune" -B 64 -P bf16 -s 5 -x $m)
-  (export SCDINO_CUDA_GEMM_TUNE=1; bench "scdino-bf16-tanh-tune" -B 64 -P bf16 -s 5 -A tanh $m)
+  bench "scdino-bf16-tune" -B 64 -P bf16 -s 5 -x -t $m
+  bench "scdino-bf16-tanh-tune" -B 64 -P bf16 -s 5 -A tanh -t $m
   grep -h "cuBLASLt tuning:" "$bench_log" | sort | uniq -c | sort -rn | head -5 | while read -r l; do note "$l"; done
 fi
 if [[ " $stages " == *" probe "* ]]; then
@@ -221,8 +222,8 @@ fi
 if [[ " $stages " == *" attn "* ]]; then
   # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
   # (the bench stage's runs take the default, the flash kernels)
-  (export SCDINO_CUDA_ATTENTION=gemm; bench "scdino-bf16-gemm" -B 64 -P bf16 -s 5 -x $m)
-  (export SCDINO_CUDA_ATTENTION=cudnn; bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x $m)
+  bench "scdino-bf16-gemm" -B 64 -P bf16 -s 5 -x -a gemm $m
+  bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x -a cudnn $m
   grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
 fi
 if [[ " $stages " == *" torch "* ]]; then
@@ -244,10 +245,10 @@ if [[ " $stages " == *" torch "* ]]; then
 fi
 if [[ " $stages " == *" extra "* ]]; then
   # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue
-  (export SCDINO_CUDA_BGRAD=kernel; bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 $m)
+  bench "scdino-bf16-bgrad-kernel" -B 64 -P bf16 -s 5 -b kernel $m
   grep -h 'bias-gradient epilogue' "$bench_log" | sort -u | while read -r l; do note "$l"; done
   # the tanh GELU as kernels, against the epilogues of the bench stage
-  (export SCDINO_CUDA_GELU=kernel; bench "scdino-bf16-tanh-kernel" -B 64 -P bf16 -s 5 -A tanh $m)
+  bench "scdino-bf16-tanh-kernel" -B 64 -P bf16 -s 5 -A tanh -e kernel $m
   bench "scdino-fp32" -B 64 -P fp32 -s 5 $m
   # ViT-B/16 at batch 64: its speed and peak memory (the issue asks whether it fits unrecomputed)
   bench "scdino-vitb-bf16" -B 64 -P bf16 -D 768 -H 12 -s 3 -w 1 $m

@@ -113,12 +113,12 @@ void check_gelu_gemm(int emulated) {
       }
     }
   }
-  /* SCDINO_CUDA_GELU=kernel: never fused */
+  /* &gpu gelu = 'kernel': never fused */
   unsetenv("SCDINO_EMU_LT_GELU");
   backend_cuda_set_gelu("kernel");
   snprintf(tag, sizeof tag, "%s gelu=kernel", base);
   for (int ap = 0; ap < 2; ap++) {
-    T_CHECK(!g->gelu_in_gemm(ap), "%s: SCDINO_CUDA_GELU=kernel fuses approx %d", tag, ap);
+    T_CHECK(!g->gelu_in_gemm(ap), "%s: gelu 'kernel' fuses approx %d", tag, ap);
     const long n = run_pairs(ap);
     T_CHECK(n == 0, "%s: %ld GEMMs ran the GELU epilogue", NAME(nm, "%s approx %d", tag, ap), n);
   }

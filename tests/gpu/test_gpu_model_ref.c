@@ -225,6 +225,9 @@ static void run(const char *precision, const char *attention) {
 
 int main(int argc, char **argv) {
   t_init(argc, argv);
+  /* --gemm-tune: the same checks with cuBLASLt's candidates timed first (&gpu gemm_tune) */
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--gemm-tune")) backend_cuda_set_gemm_tune(1);
   ref = t_datafile("dino_tiny.h5");
   run("fp32", "gemm");
   run("fp32", "flash");

@@ -736,6 +736,9 @@ static void run_all(const char *precision) {
 
 int main(int argc, char **argv) {
   t_init(argc, argv);
+  /* --gemm-tune: the same checks with cuBLASLt's candidates timed first (&gpu gemm_tune) */
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--gemm-tune")) backend_cuda_set_gemm_tune(1);
   cpu = backend_cpu();
   rng_init(&R, 7, RNG_DOMAIN_TEST, 1, 0);
   run_all("fp32");
