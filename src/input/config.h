@@ -85,6 +85,8 @@ void config_load(const char *path, struct config *cfg);
 void config_echo(FILE *f, const struct config *cfg);
 /* `scdino --help-input`: every key with group, type, default, allowed values and doc. */
 void config_help(FILE *f);
+/* The same reference as a Markdown page (doc/input.md). */
+void config_help_markdown(FILE *f);
 /* Derived values used everywhere. */
 int config_embed_dim(const struct config *cfg); /* arch -> D */
 int config_depth(const struct config *cfg);

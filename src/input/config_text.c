@@ -1,5 +1,6 @@
 /* config_text.c - the configuration as text: the echoed effective deck (re-readable, every key)
- * and the `scdino --help-input` reference, both generated from the key table. */
+ * and the `scdino --help-input` reference (plain, and Markdown for doc/input.md), all generated
+ * from the key table. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -112,8 +113,8 @@ static void wrap(FILE *f, const char *text, int at) {
   fputc('\n', f);
 }
 
-/* "integer, 1 to 1000000, default 10" and the like. */
-static void describe_key(const struct cfg_key *k, char *out, size_t n) {
+/* "integer, 1 to 1000000" and the like: the type and the allowed values. */
+static void describe_type(const struct cfg_key *k, char *out, size_t n) {
   static const char *const base[] = {"integer", "real", "logical", "string", "string"};
   size_t used = 0;
 #define ADD(...)                                                       \
@@ -121,6 +122,7 @@ static void describe_key(const struct cfg_key *k, char *out, size_t n) {
     int w_ = snprintf(out + used, n - used, __VA_ARGS__);              \
     if (w_ > 0) used += (size_t)w_ < n - used ? (size_t)w_ : n - used - 1; \
   } while (0)
+  out[0] = '\0';
   if (k->type == CFG_T_CHOICE) {
     ADD("one of ");
     for (const char *p = k->choices; *p;) {
@@ -146,43 +148,95 @@ static void describe_key(const struct cfg_key *k, char *out, size_t n) {
     else if (k->max < CFG_NOMAX)
       ADD(", %s<= %s", each, hi);
   }
-  if (k->type == CFG_T_CHOICE && k->def[0] == '\0')
-    ADD("; required");
-  else if (k->def[0] == '\0')
-    ADD("; default: empty");
-  else
-    ADD("; default %s", k->def);
 #undef ADD
 }
 
+/* The default as text: "required", "empty" or the default's deck text. */
+static const char *describe_default(const struct cfg_key *k) {
+  if (k->type == CFG_T_CHOICE && k->def[0] == '\0') return "required";
+  return k->def[0] == '\0' ? "empty" : k->def;
+}
+
+/* What both forms of the reference say first. */
+static const char help_intro[] =
+    "The deck is a Fortran namelist file, e.g.\n"
+    "\n"
+    "    &control\n"
+    "      calculation = 'train'     ! a comment\n"
+    "    /\n"
+    "    &training  epochs = 100, lr = 5e-4  /\n"
+    "\n"
+    "Groups come in any order (each at most once); names are case-insensitive.\n"
+    "Strings need quotes ('...' or \"...\"; a doubled quote inside stands for one).\n"
+    "Logicals are .true. or .false. (also T, F); reals may use e or d exponents\n"
+    "(1.0d-4). Array values are separated by commas or blanks, 3*0.5 repeats a\n"
+    "value, and key(i) = v or key(i:j) = v, w set single elements (counted from 1).\n"
+    "Assigning an array without a subscript replaces the whole list. Keys not given\n"
+    "keep the defaults below; ranges are inclusive. Every error of a deck is\n"
+    "reported (file:line:column) before anything runs.\n";
+
 void config_help(FILE *f) {
-  fprintf(f,
-          "%s %s input deck: every key, by group.\n"
-          "\n"
-          "The deck is a Fortran namelist file, e.g.\n"
-          "    &control\n"
-          "      calculation = 'train'     ! a comment\n"
-          "    /\n"
-          "    &training  epochs = 100, lr = 5e-4  /\n"
-          "Groups come in any order (each at most once); names are case-insensitive.\n"
-          "Strings need quotes ('...' or \"...\"; a doubled quote inside stands for one).\n"
-          "Logicals are .true. or .false. (also T, F); reals may use e or d exponents\n"
-          "(1.0d-4). Array values are separated by commas or blanks, 3*0.5 repeats a\n"
-          "value, and key(i) = v or key(i:j) = v, w set single elements (counted from 1).\n"
-          "Assigning an array without a subscript replaces the whole list. Keys not given\n"
-          "keep the defaults below; ranges are inclusive. Every error of a deck is\n"
-          "reported (file:line:column) before anything runs.\n",
-          PACKAGE_NAME, PACKAGE_VERSION);
+  fprintf(f, "%s %s input deck: every key, by group.\n\n%s", PACKAGE_NAME, PACKAGE_VERSION, help_intro);
   for (int g = 0; g < cfg_ngroups; g++) {
     fprintf(f, "\n&%s  (%s)\n\n", cfg_groups[g].name, cfg_groups[g].doc);
     for (int i = 0; i < cfg_nkeys; i++) {
       const struct cfg_key *k = &cfg_keys[i];
       if (strcmp(k->group, cfg_groups[g].name) != 0) continue;
-      char what[1024];
-      describe_key(k, what, sizeof what);
+      char type[960], what[1024];
+      describe_type(k, type, sizeof type);
+      const char *def = describe_default(k);
+      if (!strcmp(def, "required"))
+        snprintf(what, sizeof what, "%s; required", type);
+      else if (!strcmp(def, "empty"))
+        snprintf(what, sizeof what, "%s; default: empty", type);
+      else
+        snprintf(what, sizeof what, "%s; default %s", type, def);
       fprintf(f, "  %s", k->name);
       wrap(f, what, 2 + (int)strlen(k->name));
       wrap(f, k->doc, 0);
+    }
+  }
+}
+
+/* Text for a Markdown table cell: '|' escaped. */
+static void md_cell(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '|') fputc('\\', f);
+    fputc(*s, f);
+  }
+}
+
+void config_help_markdown(FILE *f) {
+  fprintf(f, "# Input deck reference\n\n"
+             "Every key of the %s input deck, by group. This file is generated from the key table\n"
+             "`src/input/config_keys.def` by `scdino --help-input=markdown` (`make input-doc` writes it;\n"
+             "a test fails when it is stale): edit the table, not this file.\n\n%s",
+          PACKAGE_NAME, help_intro);
+  fputs("\nGroups:", f);
+  for (int g = 0; g < cfg_ngroups; g++) fprintf(f, "%s [`&%s`](#%s)", g ? "," : "", cfg_groups[g].name, cfg_groups[g].name);
+  fputs(".\n", f);
+  for (int g = 0; g < cfg_ngroups; g++) {
+    fprintf(f, "\n## %s\n\n`&%s`: %s.\n\n| key | type | default | meaning |\n|---|---|---|---|\n", cfg_groups[g].name,
+            cfg_groups[g].name, cfg_groups[g].doc);
+    for (int i = 0; i < cfg_nkeys; i++) {
+      const struct cfg_key *k = &cfg_keys[i];
+      if (strcmp(k->group, cfg_groups[g].name) != 0) continue;
+      char type[960];
+      describe_type(k, type, sizeof type);
+      const char *def = describe_default(k);
+      fprintf(f, "| `%s` | ", k->name);
+      md_cell(f, type);
+      fputs(" | ", f);
+      if (!strcmp(def, "required") || !strcmp(def, "empty")) {
+        md_cell(f, def);
+      } else {
+        fputc('`', f);
+        md_cell(f, def);
+        fputc('`', f);
+      }
+      fputs(" | ", f);
+      md_cell(f, k->doc);
+      fputs(" |\n", f);
     }
   }
 }

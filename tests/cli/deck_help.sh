@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/cli/deck_help.sh - `scdino --help-input` lists every key of src/input/config_keys.def under its
-# group, in table order, with lines that fit a terminal.
+# group, in table order, with lines that fit a terminal; --help-input=markdown lists them too, as
+# one table row each, and doc/input.md is exactly its output (not stale: `make input-doc`).
 . "$top_srcdir/tests/lib.sh"
 scratch deck_help
 expect_exit 0 "$SCDINO" --help-input
@@ -28,5 +29,20 @@ expect_grep "^  k +integer array \(up to 16\), each 1 to 1000000; default 5,\$"
 expect_grep "^ +10, 50, 100, 200, 500\$"
 expect_grep "^  augment +logical; default .true.$"
 expect_grep "^  channel_names +string array \(up to 64\); default: empty$"
+# The Markdown form: a row per key under its group's heading, and doc/input.md up to date.
+expect_exit 0 "$SCDINO" --help-input=markdown
+printf '%s\n' "$out" >input.md
+awk '/^## / { g = $2 } /^\| `[a-z_0-9]+` \|/ { k = $2; gsub(/`/, "", k); print g "." k }' input.md >listed_md.txt
+nchecks=$((nchecks + 2))
+if ! cmp -s table.txt listed_md.txt; then
+  fail "--help-input=markdown does not list exactly the keys of config_keys.def"
+  diff table.txt listed_md.txt | sed 's/^/    /' >&2
+fi
+if ! cmp -s input.md "$top_srcdir/doc/input.md"; then
+  fail "doc/input.md is stale: run 'make input-doc' in the build directory and commit it"
+  diff "$top_srcdir/doc/input.md" input.md | head -20 | sed 's/^/    /' >&2
+fi
+expect_grep '^\| `attention` \| one of .flash., .gemm., .cudnn. \| `.flash.` \| '
+expect_grep '^\| `calculation` \| .* \| required \| '
 echo "$nkeys keys listed"
 finish
