@@ -1,14 +1,16 @@
 # tests/cli/fault_lib.sh - helpers of the fault-tolerance tests (sourced after tests/lib.sh and
 # tests/cli/train_lib.sh).
 #   debug_deck NAME "DEBUG KEYS" KEY=VALUE...   train_deck NAME KEY=VALUE... plus a &debug group
-#   bg_start OUT CMD...       run CMD in the background, output in OUT; $bg is its pid, $t_start the time
+#   bg_start OUT CMD...       run CMD in the background, output in OUT; $bg is its pid
 #   wait_for OUT REGEX SECS   wait until OUT matches REGEX (status 1 after SECS seconds)
-#   bg_finish                 wait for $bg: $rc its status, $out its output, $secs seconds since bg_start
-#   timed CODE SECS CMD...    expect_exit CODE CMD..., and that it took less than SECS seconds
+#   bg_finish                 wait for $bg: $rc its status, $out its output
+#   bounded CODE CMD...       expect_exit CODE CMD..., under a guard that ends CMD after 600 s
 #   attr FILE NAME            a root attribute of an HDF5 file (strings without quotes)
 #   no_tmp DIR...             fail when a DIR holds a temporary file (*.tmp.*)
 #   same_log A B              the train_loss lines of two log.txt files are the same
-# Every launch has a time limit, so that a bug makes the test fail instead of hanging the suite.
+# Every launch has a time limit, so that a bug makes the test fail instead of hanging the suite; the
+# limits are far above what these tiny runs take on a loaded machine, and no verdict depends on a
+# duration: a run that should end must end (status, message), whatever the machine's speed.
 
 debug_deck() {
   name=$1 dbg=$2; shift 2
@@ -18,15 +20,14 @@ debug_deck() {
 
 now() { date +%s.%N; }
 
-# (Not under `timeout`, which would take the signals meant for CMD: a guard kills CMD after 120 s.)
+# (Not under `timeout`, which would take the signals meant for CMD: a guard kills CMD after 600 s.)
 bg_start() {
   o=$1; shift
-  t_start=$(now)
   "$@" >"$o" 2>&1 </dev/null &
   bg=$!
   bg_out=$o
   # the guard ends by itself within a second of CMD
-  (timeout 120 tail --pid="$bg" -f /dev/null || kill -9 "$bg") >/dev/null 2>&1 &
+  (timeout 600 tail --pid="$bg" -f /dev/null || kill -9 "$bg") >/dev/null 2>&1 &
 }
 
 wait_for() {
@@ -41,17 +42,12 @@ wait_for() {
 
 bg_finish() {
   wait "$bg"; rc=$?
-  secs=$(echo "$(now) $t_start" | awk '{ printf "%.1f", $1 - $2 }')
   out=$(cat "$bg_out")
 }
 
-timed() {
-  want=$1 limit=$2; shift 2
-  t0=$(now)
-  expect_exit "$want" timeout -k 5 120 "$@"
-  secs=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')
-  nchecks=$((nchecks + 1))
-  awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s < l) }' || fail "took $secs s (limit $limit s): $*"
+bounded() {
+  want=$1; shift
+  expect_exit "$want" timeout -k 5 600 "$@"
 }
 
 attr() {

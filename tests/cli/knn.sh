@@ -32,7 +32,7 @@ ls run | grep -q tmp && fail "temporary files left in run_dir"
 expect_nogrep 'test rows \('
 sed 's/^&control calculation/\&control progress_seconds = 0, calculation/' one.nml >prog.nml
 expect_exit 0 "$SCDINO" prog.nml
-expect_grep 'kNN on student: 17/17 test rows \(100 %\), [0-9]+ rows/s per rank, eta 0\.0s'
+expect_grep 'kNN on student: 17/17 test rows \(100 %\), [^ ]+ rows/s per rank, eta [^ ]+'
 nchecks=$((nchecks + 1))
 [ "$(printf '%s\n' "$out" | grep -c 'test rows (100 %)')" = 2 ] || fail "not one progress line per feature set"
 
@@ -58,7 +58,7 @@ if [ "$MPIEXEC" != none ] && $MPIEXEC --version 2>&1 | grep -q 'Open MPI'; then
 &data shard_dir = 'shards', channels = 0, 2 /
 &knn k = 1, 5, features = '$PWD/run/features_0002.h5', pixel_size = 6 /
 EOF
-  expect_exit 3 timeout 60 $MPIEXEC -n 1 -wdir "$PWD" "$SCDINO" "$PWD/mpmd.nml" : -n 1 -wdir "$PWD/elsewhere" "$SCDINO" \
+  expect_exit 3 timeout 600 $MPIEXEC -n 1 -wdir "$PWD" "$SCDINO" "$PWD/mpmd.nml" : -n 1 -wdir "$PWD/elsewhere" "$SCDINO" \
     "$PWD/mpmd.nml"
   expect_grep "error \(rank 1 of 2\): shard_dir 'shards' does not exist"
 fi

@@ -38,7 +38,7 @@ same_dirs s1 s3
 # Progress lines with files/s and ETA, here after every round (control.progress_seconds = 0).
 deck p0 s0p && sed -i 's/verbosity = 1/verbosity = 1, progress_seconds = 0/' p0.nml || exit 99
 expect_exit 0 "$SCDINO" p0.nml
-expect_grep 'prepare: [0-9]+/36 files \([0-9.]+%\), [0-9]+ files/s, [0-9.]+ MB/s, ETA [0-9]'
+expect_grep 'prepare: [0-9]+/36 files \([0-9.]+%\), [^ ]+ files/s, [^ ]+ MB/s, ETA [^ ]+'
 expect_grep 'prepare: 36 files in [0-9.]+ s \([0-9]+ files/s, [0-9.]+ MB/s of TIFF\)'
 
 # Again: nothing to do, nothing touched.

@@ -92,7 +92,7 @@ PATH="$dir/bin:$PATH" SCDINO="$SCDINO" SCDINO_SLURM_DIR="$slurm" SLURM_JOB_ID=42
   bash "$slurm/train.sbatch" long.nml >usr1.out 2>&1 &
 job=$!
 i=0
-while [ ! -f run/checkpoint.h5 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -f run/checkpoint.h5 ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
 kill -USR1 $job
 wait $job
 status=$?

@@ -14,13 +14,13 @@ train_data shards
 
 # One rank, batch 4: 10 iterations per epoch, 20 steps.
 train_deck full epochs=2 batch_size_per_rank=4 >full.nml
-timed 0 60 "$SCDINO" full.nml
+bounded 0 "$SCDINO" full.nml
 
 # finish_run NAME EPOCH ITERATION [FROM]: restart NAME to the end from FROM (default its
 # checkpoint.h5) at (EPOCH, ITERATION); the result must equal the uninterrupted run.
 finish_run() {
   train_deck "$1" epochs=2 batch_size_per_rank=4 restart=.true. >"$1-end.nml"
-  timed 0 60 "$SCDINO" "$1-end.nml"
+  bounded 0 "$SCDINO" "$1-end.nml"
   expect_grep "restart: continuing from ${4:-$1/checkpoint.h5} at epoch $2, iteration $3 "
   ckpt_same full/checkpoint.h5 "$1/checkpoint.h5"
   same_log full/log.txt "$1/log.txt"
@@ -29,11 +29,11 @@ finish_run() {
 
 # ---- kill -9 during a checkpoint write ----
 train_deck k epochs=2 batch_size_per_rank=4 max_steps=3 >k1.nml
-timed 0 60 "$SCDINO" k1.nml
+bounded 0 "$SCDINO" k1.nml
 cp k/checkpoint.h5 k-good.h5 || exit 99
 debug_deck k "checkpoint_pause = 60" epochs=2 batch_size_per_rank=4 max_steps=2 restart=.true. >k2.nml
 bg_start k2.out "$SCDINO" k2.nml
-wait_for k2.out "debug: checkpoint write paused for 60 s with half of k/checkpoint\.h5\.tmp\.[0-9]+ written" 60 ||
+wait_for k2.out "debug: checkpoint write paused for 60 s with half of k/checkpoint\.h5\.tmp\.[0-9]+ written" 300 ||
   fail "k: the checkpoint write did not pause"
 nchecks=$((nchecks + 1))
 ls k | grep -q '^checkpoint\.h5\.tmp\.[0-9]*$' || fail "k: no temporary checkpoint while writing"
@@ -50,11 +50,11 @@ expect_grep "warning: removed k/checkpoint\.h5\.tmp\.[0-9]+, an unfinished file 
 # fail, so a singleton or mpirun itself cannot run with it.
 if [ "$MPIEXEC" != none ]; then
 train_deck f epochs=2 batch_size_per_rank=4 max_steps=3 >f1.nml
-timed 0 60 "$SCDINO" f1.nml
+bounded 0 "$SCDINO" f1.nml
 cp f/checkpoint.h5 f-good.h5 || exit 99
 train_deck f epochs=2 batch_size_per_rank=4 max_steps=2 restart=.true. >f2.nml
 blocks=$(($(wc -c <f-good.h5) / 1024)) # 512-byte blocks: half a checkpoint
-timed 1 60 $MPIEXEC -n 1 sh -c "ulimit -f $blocks && exec \"\$0\" f2.nml" "$SCDINO"
+bounded 1 $MPIEXEC -n 1 sh -c "ulimit -f $blocks && exec \"\$0\" f2.nml" "$SCDINO"
 expect_grep "error: cannot write checkpoint f/checkpoint\.h5\.tmp\.[0-9]+: errno 27: File too large \(after [0-9]+ of [0-9]+ bytes\) - disk full, quota or file-size limit\?  The temporary file is removed; f/checkpoint\.h5 is left as it was \(the last good checkpoint\)"
 nchecks=$((nchecks + 1))
 cmp -s f/checkpoint.h5 f-good.h5 || fail "f: the failed write changed checkpoint.h5"
@@ -68,10 +68,10 @@ if [ "$MPIEXEC" != none ] && [ "$(id -u)" = 0 ] &&
   mount -t tmpfs -o size=$(($(wc -c <full/checkpoint.h5) * 3 / 2 / 1024 + 64))k tmpfs "$mnt" 2>/dev/null; then
   trap 'umount "$mnt" 2>/dev/null; rmdir "$mnt"' EXIT
   TRAIN_SHARDS=$dir/shards train_deck "$mnt/t" epochs=2 batch_size_per_rank=4 max_steps=3 >t1.nml
-  timed 0 60 $MPIEXEC -n 2 "$SCDINO" t1.nml
+  bounded 0 $MPIEXEC -n 2 "$SCDINO" t1.nml
   cp "$mnt/t/checkpoint.h5" t-good.h5 || exit 99
   TRAIN_SHARDS=$dir/shards train_deck "$mnt/t" epochs=2 batch_size_per_rank=4 max_steps=2 restart=.true. >t2.nml
-  timed 1 60 $MPIEXEC -n 2 "$SCDINO" t2.nml
+  bounded 1 $MPIEXEC -n 2 "$SCDINO" t2.nml
   expect_grep "error \(rank 0 of 2\): cannot write checkpoint $mnt/t/checkpoint\.h5\.tmp\.[0-9]+: errno 28: No space left on device \(after [0-9]+ of [0-9]+ bytes\).* $mnt/t/checkpoint\.h5 is left as it was"
   nchecks=$((nchecks + 1))
   cmp -s "$mnt/t/checkpoint.h5" t-good.h5 || fail "tmpfs: the failed write changed checkpoint.h5"
@@ -85,16 +85,16 @@ fi
 
 # ---- checkpoint.h5 unreadable or missing: the previous one is used ----
 train_deck p epochs=2 batch_size_per_rank=4 max_steps=3 >p1.nml
-timed 0 60 "$SCDINO" p1.nml
+bounded 0 "$SCDINO" p1.nml
 train_deck p epochs=2 batch_size_per_rank=4 max_steps=4 restart=.true. >p2.nml
-timed 0 60 "$SCDINO" p2.nml
+bounded 0 "$SCDINO" p2.nml
 nchecks=$((nchecks + 1))
 [ "$(attr p/checkpoint.prev.h5 iteration) $(attr p/checkpoint.h5 iteration)" = "3 7" ] ||
   fail "p: previous and current checkpoints at iterations $(attr p/checkpoint.prev.h5 iteration) and $(attr p/checkpoint.h5 iteration), wanted 3 and 7"
 cp -r p q && cp -r p m || exit 99
 head -c 30000 p/checkpoint.prev.h5 >p/checkpoint.h5 || exit 99
 train_deck p epochs=2 batch_size_per_rank=4 max_steps=1 restart=.true. >p3.nml
-timed 0 60 "$SCDINO" p3.nml
+bounded 0 "$SCDINO" p3.nml
 expect_grep "warning: restart: p/checkpoint\.h5 is unreadable \(.*truncated or damaged.*\); continuing from the previous checkpoint p/checkpoint\.prev\.h5 instead"
 expect_grep "restart: continuing from p/checkpoint\.prev\.h5 at epoch 0, iteration 3 "
 # The damaged file was replaced, not kept as the previous checkpoint.
@@ -112,7 +112,7 @@ expect_grep "warning: restart: m/checkpoint\.h5 is missing but the previous chec
 echo "not a checkpoint" >q/checkpoint.h5
 head -c 30000 q/checkpoint.prev.h5 >x.h5 && mv x.h5 q/checkpoint.prev.h5 || exit 99
 train_deck q epochs=2 batch_size_per_rank=4 restart=.true. >q.nml
-timed 3 60 "$SCDINO" q.nml
+bounded 3 "$SCDINO" q.nml
 expect_grep "warning: restart: the previous checkpoint q/checkpoint\.prev\.h5 is unreadable too"
 expect_grep "error: checkpoint q/checkpoint\.h5: not a readable HDF5 file"
 
@@ -120,11 +120,11 @@ expect_grep "error: checkpoint q/checkpoint\.h5: not a readable HDF5 file"
 cp -r k o && cp -r k a || exit 99
 train_deck o epochs=2 batch_size_per_rank=4 restart=.true. |
   sed "s/train_fraction = 1.0/train_fraction = 1.0, channels = 0, 2/" >o.nml
-timed 3 60 "$SCDINO" o.nml
+bounded 3 "$SCDINO" o.nml
 expect_grep "checkpoint o/checkpoint\.h5: tensor student/backbone\.patch_embed\.proj\.weight has shape \[16, 3, 4, 4\] in the checkpoint, but the model of this deck needs \[16, 2, 4, 4\] \(key 'in_chans' is 3 in the checkpoint but 2 for this deck"
 train_deck a epochs=2 batch_size_per_rank=4 restart=.true. |
   sed -e "s/arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,/arch = 'vit_tiny', patch_size = 4,/" >a.nml
-timed 3 60 "$SCDINO" a.nml
+bounded 3 "$SCDINO" a.nml
 expect_grep "checkpoint a/checkpoint\.h5: tensor student/backbone\.cls_token has shape \[1, 1, 16\] in the checkpoint, but the model of this deck needs \[1, 1, 192\] \(key 'embed_dim' is 16 in the checkpoint but 192 for this deck"
 nchecks=$((nchecks + 1))
 cmp -s o/checkpoint.h5 k/checkpoint.h5 && cmp -s a/checkpoint.h5 k/checkpoint.h5 || fail "a refused checkpoint was changed"

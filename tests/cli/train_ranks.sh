@@ -54,7 +54,7 @@ cat >drop.nml <<'DECK'
        out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
 &crops global_size = 16, local_size = 8, local_crops_number = 2 /
 &training epochs = 3, batch_size_per_rank = 1, warmup_epochs = 1, log_every = 1 /
-&system loader_threads = 1, prefetch_batches = 2, step_timeout = 60 /
+&system loader_threads = 1, prefetch_batches = 2, step_timeout = 600 /
 DECK
 expect_exit 0 $MPIEXEC -n 2 "$SCDINO" drop.nml
 expect_grep "every image of the batch was left out"

@@ -24,6 +24,11 @@
 
 static char tmpfile_path[1024];
 
+/* What a child sleeps where the mechanism under test should already have ended it: long, so that
+ * only that mechanism ends it (the status tells), however slow or loaded the machine.  No check
+ * here depends on how fast anything happens. */
+#define FALLTHROUGH_S 120.0
+
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) != 0) {
@@ -74,7 +79,7 @@ static int exits(void) {
   signals_install("calculation 'knn'");
   make_tmpfile();
   raise(SIGTERM);
-  sleep_s(5);
+  sleep_s(FALLTHROUGH_S);
   return 20; /* not reached */
 }
 
@@ -86,7 +91,7 @@ static int deferred_then_exit(void) {
   raise(SIGUSR1);
   sleep_s(0.3);
   signals_set_mode(SIGNALS_EXIT, "calculation 'pipeline'");
-  sleep_s(5);
+  sleep_s(FALLTHROUGH_S);
   return 30;
 }
 
@@ -97,7 +102,7 @@ static int double_int(void) {
   raise(SIGINT);
   sleep_s(0.1);
   raise(SIGINT);
-  sleep_s(5);
+  sleep_s(FALLTHROUGH_S);
   return 40;
 }
 
@@ -123,19 +128,20 @@ static int stuck(void) {
   make_tmpfile();
   watchdog_start(0.3);
   watchdog_progress("a training step", 7);
-  sleep_s(5);
+  sleep_s(FALLTHROUGH_S);
   return 60;
 }
 
-/* Regular progress, then stopped: no exit. */
+/* Regular progress for longer than the timeout, then stopped: no exit.  The gaps (0.05 s) are 1/60 of
+ * the timeout, so a loaded machine's scheduling delays cannot make them look like a stall. */
 static int progressing(void) {
-  watchdog_start(0.3);
-  for (int i = 0; i < 10; i++) {
+  watchdog_start(3.0);
+  for (int i = 0; i < 80; i++) {
     watchdog_progress("a training step", i);
-    sleep_s(0.1);
+    sleep_s(0.05);
   }
   watchdog_stop();
-  sleep_s(0.5);
+  sleep_s(3.5);
   return 0;
 }
 
@@ -151,18 +157,15 @@ int main(int argc, char **argv) {
   st = in_child(exits, &s);
   T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "exit mode: status %d, wanted exit %d", st,
           128 + SIGTERM);
-  T_CHECK(s < 4, "exit mode took %.2f s", s);
   T_CHECK(access(tmpfile_path, F_OK) != 0, "exit mode left %s behind", tmpfile_path);
 
   st = in_child(deferred_then_exit, &s);
   T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGUSR1, "deferred then exit: status %d, wanted exit %d",
           st, 128 + SIGUSR1);
-  T_CHECK(s < 4, "deferred then exit took %.2f s", s);
   T_CHECK(access(tmpfile_path, F_OK) != 0, "deferred then exit left %s behind", tmpfile_path);
 
   st = in_child(double_int, &s);
   T_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "second SIGINT: status %d, wanted killed by SIGINT", st);
-  T_CHECK(s < 4, "second SIGINT took %.2f s", s);
 
   st = in_child(fsize, &s);
   T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ulimit -f: status %d (signaled %d, child code %d)", st,
@@ -170,7 +173,7 @@ int main(int argc, char **argv) {
 
   st = in_child(stuck, &s);
   T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "watchdog: status %d, wanted exit 1", st);
-  T_CHECK(s > 0.25 && s < 2.5, "watchdog ended the stuck child after %.2f s (timeout 0.3 s)", s);
+  T_CHECK(s > 0.25, "watchdog ended the stuck child after %.2f s, before its timeout of 0.3 s", s);
   T_CHECK(access(tmpfile_path, F_OK) != 0, "watchdog left %s behind", tmpfile_path);
 
   st = in_child(progressing, &s);
