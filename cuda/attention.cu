@@ -13,9 +13,11 @@
  * products per score pair in backward against 2 in forward; see the README of the benchmarks for
  * timings).
  *
- * In bf16, head dimensions that are a multiple of 16 on compute capability 8.0 or later run the
- * same algorithm on tensor cores instead (attention_tc.cu); these kernels take the rest (fp32, and
- * other head dimensions). */
+ * In bf16 on compute capability 8.0 or later, other kernels run the same algorithm on tensor
+ * cores: head dimensions 32 and 64 (ViT-S, ViT-B) on mma.sync with the scores in registers
+ * (attention_mma.cu, the default path), other multiples of 16 on wmma where the GPU gives a block
+ * the backward's shared memory (attention_tc.cu).  These kernels take the rest: fp32, and the
+ * head dimensions the tensor-core kernels do not. */
 #include "build_config.h"
 
 #include <math.h>

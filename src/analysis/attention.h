@@ -1,5 +1,5 @@
 /* attention.h - last-block attention maps of the CLS token (calculation='attention', upstream
- * visualise_attention.py, SCDINO_ALGORITHM.md section 9.5).
+ * visualise_attention.py, doc/algorithm.md §8.5).
  *
  * For attention.images_per_class images of every class, drawn from the validation split with a
  * seeded draw (RNG_DOMAIN_ATTENTION, id0 = class; upstream's random.sample is unseeded), and for

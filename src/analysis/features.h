@@ -1,6 +1,6 @@
 /* features.h - CLS features of a backbone for images of the shard set (calculation='features').
  *
- * Preprocessing (SCDINO_ALGORITHM.md section 9.1, compute_CLS_features.py), in float64 as upstream
+ * Preprocessing (doc/algorithm.md §8.1, upstream compute_CLS_features.py), in float64 as upstream
  * (it converts to float64 before its transforms and to float32 only for the forward):
  *   raw image -> selected channels -> per-image, per-channel min-max to [0, 1]
  *   -> bilinear resize of the smaller edge to `resize` (align_corners=False, no antialias; the

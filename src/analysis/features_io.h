@@ -1,6 +1,6 @@
 /* features_io.h - the CLS features file run_dir/features_EEEE.h5: writing, reading, validation.
  *
- * Layout (DESIGN.md section 4), all readable with h5py / h5dump:
+ * Layout (doc/formats.md), all readable with h5py / h5dump:
  *   features     float32 [N, D]   L2-normalised CLS rows of the chosen network
  *   labels       int32   [N]      class number, 0 <= label < number of class names
  *   paths        string  [N]      source image path (relative to the TIFF tree)

@@ -1,7 +1,7 @@
 /* knn.h - weighted k-nearest-neighbour evaluation of feature sets (scDINO global_kNN.py / DINO
  * eval_knn), its metrics, and the kNN report (knn.txt, knn.h5).
  *
- * Method (SCDINO_ALGORITHM.md section 9.3), for each test row q and each k:
+ * Method (doc/algorithm.md §8.3), for each test row q and each k:
  *   s_j = q . t_j for every reference (train) row t_j   (cosine: rows are L2-normalised); one
  *         cblas_sgemm per block of test rows, so memory stays bounded
  *   the k_used = min(k, n_train) most similar rows, by partial selection (candidates above a

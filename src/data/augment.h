@@ -1,4 +1,4 @@
-/* augment.h - scDINO's multi-crop augmentation of one image (SCDINO_ALGORITHM.md section 6.3).
+/* augment.h - scDINO's multi-crop augmentation of one image (doc/algorithm.md §6.4).
  *
  * raw C_all x H x W image (uint16 or float32)
  *   -> channel selection and per-image per-channel min-max (float64, upstream's rules)
@@ -16,7 +16,7 @@
  * apply them itself.  Upstream's torch/Python RNG streams cannot be reproduced; the distributions
  * and the order of operations are upstream's.
  *
- * With augment = .false. the crops are deterministic (DESIGN.md section 3): each global crop is the
+ * With augment = .false. the crops are deterministic (doc/algorithm.md §6.4): each global crop is the
  * whole image resized bicubically to global_size, each local crop the whole image resized to
  * local_size, then normalised; nothing random. */
 #ifndef SCDINO_AUGMENT_H

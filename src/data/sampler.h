@@ -4,7 +4,7 @@
  * RNG keyed by (seed, RNG_DOMAIN_SAMPLER, epoch), so every rank computes the same permutation
  * without communication.  Upstream draws it from torch's global RNG (SubsetRandomSampler inside
  * catalyst's DistributedSamplerWrapper), which cannot be reproduced outside PyTorch; what is kept
- * is the structure (SCDINO_ALGORITHM.md section 6.6): the permuted list is padded to
+ * is the structure (doc/algorithm.md §6.7): the permuted list is padded to
  * ceil(n/world)*world by repeating its head, rank r takes positions r, r+world, ..., and its
  * samples are cut into batches of B, the last one partial (drop_last=False). */
 #ifndef SCDINO_SAMPLER_H

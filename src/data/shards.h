@@ -1,7 +1,7 @@
 /* shards.h - the HDF5 image shards and their manifest: reading (dataset_*) and writing (shard_writer_*,
  * manifest_write).
  *
- * A shard directory holds manifest.h5 and shard-NNNNN.h5 files (DESIGN.md section 4).  Images are
+ * A shard directory holds manifest.h5 and shard-NNNNN.h5 files (doc/formats.md).  Images are
  * numbered by a dense global index 0..n-1 in ImageFolder order (classes sorted, files sorted);
  * shard k holds a contiguous run of that index.  Every rank opens the directory for itself. */
 #ifndef SCDINO_SHARDS_H
@@ -81,7 +81,7 @@ struct shard_writer;
 struct shard_writer *shard_writer_create(const char *path, int channels, int height, int width,
                                          int dtype, int64_t capacity);
 /* Append one image [C][H][W] of the writer's dtype, its class label, global index and source path
- * (relative to tiff_dir).  Besides the datasets of DESIGN.md section 4 a shard holds
+ * (relative to tiff_dir).  Besides its images, labels, paths and indices a shard holds
  * 'image_offsets' (uint64 [n], the file offset of each image's chunk) for lock-free reads. */
 void shard_writer_add(struct shard_writer *w, const void *image, int32_t label, int64_t index,
                       const char *path);

@@ -1,8 +1,8 @@
-/* dino_loss.h - the DINO loss with centring and sharpening, and the centre update (SCDINO_ALGORITHM §4).
+/* dino_loss.h - the DINO loss with centring and sharpening, and the centre update (doc/algorithm.md §4).
  *
  * The centre lives in device memory ([1, K], zero at the start, saved in checkpoints).  One step:
  *     loss = dino_loss_forward(l, student_logits, teacher_logits, d_student, B, epoch);
- *     dino_loss_update_center(l, B, allreduce, ctx);   // after the loss, as upstream
+ *     dino_loss_update_center(l, B, world, allreduce, ctx);   // after the loss, as upstream
  * The module does not depend on MPI: the caller passes the all-reduce as a function. */
 #ifndef SCDINO_DINO_LOSS_H
 #define SCDINO_DINO_LOSS_H

@@ -1,4 +1,4 @@
-/* init.h - initial weights of the student as upstream (SCDINO_ALGORITHM §1.8, §2), keyed by the seed.
+/* init.h - initial weights of the student as upstream (doc/algorithm.md §1.8, §2), keyed by the seed.
  *
  * By tensor name: Linear weights, cls_token and pos_embed ~ trunc_normal(std 0.02, cut at absolute
  * +-2); Linear biases 0; LayerNorm weight 1, bias 0; the patch-embedding Conv2d keeps PyTorch's

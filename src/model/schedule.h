@@ -1,7 +1,7 @@
 /* schedule.h - upstream's per-iteration schedules (cosine_scheduler) and the per-epoch teacher temperature.
  *
  * All in double precision with numpy's arithmetic, so the arrays match upstream's float64 numpy
- * arrays to the last bits (SCDINO_ALGORITHM §4, §5.3, §5.4). */
+ * arrays to the last bits (doc/algorithm.md §4.1, §5.3, §5.4). */
 #ifndef SCDINO_SCHEDULE_H
 #define SCDINO_SCHEDULE_H
 

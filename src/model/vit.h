@@ -53,7 +53,7 @@ void vit_check_dims(const struct vit_dims *d);
  * named_parameters() order, and fill v. */
 void vit_init(struct vit *v, const struct vit_dims *d, struct tensor_table *tt, const char *prefix);
 void vit_free(struct vit *v);
-/* Parameter count by the closed formula of SCDINO_ALGORITHM §1.1. */
+/* Parameter count by the closed formula of doc/algorithm.md §1.1. */
 size_t vit_param_count(const struct vit_dims *d);
 /* Drop-path rate of block i: rate * i / (depth - 1) (torch.linspace(0, rate, depth)). */
 double vit_drop_rate(const struct vit_dims *d, int block);
@@ -106,7 +106,7 @@ void vit_scratch_plan(struct vit_scratch *s, const struct vit *v, struct arena *
 void vit_infer_plan(struct vit_pass *p, struct vit_scratch *s, const struct vit *v, struct arena *a,
                     const struct ops *ops, const char *tag, int B, int H, int W);
 
-/* The bicubic position-embedding interpolation matrix of SCDINO_ALGORITHM §1.4, on the host:
+/* The bicubic position-embedding interpolation matrix of doc/algorithm.md §1.4, on the host:
  * m [(1+gh*gw) x (1+S*S)] with S = pos_grid; returns whether interpolation applies at all
  * (0: the crop uses pos_embed unchanged and m is the identity). */
 int vit_pos_interp_matrix(int S, int gh, int gw, int H, int W, float *m);

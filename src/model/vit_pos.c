@@ -1,4 +1,4 @@
-/* vit_pos.c - the bicubic position-embedding interpolation of DINO as a matrix (SCDINO_ALGORITHM §1.4). */
+/* vit_pos.c - the bicubic position-embedding interpolation of DINO as a matrix (doc/algorithm.md §1.4). */
 #include "build_config.h"
 
 #include <math.h>

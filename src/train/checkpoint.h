@@ -1,4 +1,4 @@
-/* checkpoint.h - training checkpoints in HDF5 (DESIGN.md section 4): writing, restoring, loading weights.
+/* checkpoint.h - training checkpoints in HDF5 (doc/formats.md): writing, restoring, loading weights.
  *
  * Layout of run_dir/checkpoint.h5 (every object readable with h5py / h5dump):
  *   /student/<name>, /teacher/<name>   float32, PyTorch state_dict names and shapes without the

@@ -1,6 +1,6 @@
 /* train.h - calculation='train': the DINO training loop over MPI ranks (train_run).
  *
- * Per step (SCDINO_ALGORITHM sections 4-7): schedules at the global iteration, teacher on the two
+ * Per step (doc/algorithm.md §4-7): schedules at the global iteration, teacher on the two
  * global crops, student on all crops, DINO loss and centre update, backward with the gradient
  * all-reduce started per block (grad_comm.h), clipping, last-layer freezing, AdamW, teacher EMA.
  * A checkpoint (checkpoint.h) is written after every epoch and whenever the run stops early

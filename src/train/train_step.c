@@ -1,4 +1,4 @@
-/* train_step.c - one DINO training iteration on every rank (SCDINO_ALGORITHM section 7.2). */
+/* train_step.c - one DINO training iteration on every rank (doc/algorithm.md §7.2). */
 #include "build_config.h"
 
 #include <math.h>

@@ -342,7 +342,7 @@ static void test_model(void) {
   int n = bench_model_buckets(&cfg, b, names, 64);
   T_CHECK(n == 14, "vit_small: %d calls", n);
   const size_t D = 384, block = 12 * D * D + 13 * D, embed = D + 197 * D + 5 * 16 * 16 * D + D;
-  T_CHECK(b[0] == 22352128, "head with weight_g: %zu (SCDINO_ALGORITHM.md 2)", b[0]);
+  T_CHECK(b[0] == 22352128, "head with weight_g: %zu (doc/algorithm.md §2)", b[0]);
   T_CHECK(b[1] == 2 * D + block, "final norm + block 11: %zu", b[1]);
   int blocks_ok = 1;
   for (int i = 2; i < 13; i++) blocks_ok &= b[i] == block;
@@ -350,7 +350,7 @@ static void test_model(void) {
   T_CHECK(b[13] == embed, "embeddings %zu vs %zu", b[13], embed);
   size_t backbone = 0;
   for (int i = 1; i < n; i++) backbone += b[i];
-  T_CHECK(backbone == 21862272, "vit_small p16 C=5 backbone %zu (SCDINO_ALGORITHM.md 1.1)", backbone);
+  T_CHECK(backbone == 21862272, "vit_small p16 C=5 backbone %zu (doc/algorithm.md §1.1)", backbone);
   T_CHECK(!strcmp(names[0], "head") && !strcmp(names[1], "norm+blocks.11") && !strcmp(names[2], "blocks.10") &&
               !strcmp(names[12], "blocks.0") && !strcmp(names[13], "embed"),
           "call names in issue order: %s, %s, %s, %s, %s", names[0], names[1], names[2], names[12], names[13]);

@@ -141,7 +141,7 @@ static double keys(double d) {
   return 0;
 }
 
-/* The position-embedding interpolation of SCDINO_ALGORITHM.md section 1.4, in double, from the
+/* The position-embedding interpolation of doc/algorithm.md §1.4, in double, from the
  * formula: scale S/(n+0.1), src = scale*(dst+0.5)-0.5, taps i0-1..i0+2 clamped, H then W. */
 static void posembed_double(const double *g, int D, int S, int n, double scale, double *out) {
   for (int c = 0; c < D; c++)

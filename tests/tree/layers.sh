@@ -1,0 +1,61 @@
+#!/bin/sh
+# tests/tree/layers.sh - the tree's folders are its layers (doc/architecture.md): a file of src/ or
+# cuda/ includes only headers of its own layer or of lower ones (core < input < data < model <
+# cpu, cuda < backend < train < analysis < the program in src/), and never the other backend's;
+# no include climbs a directory ("../"); no source folder holds more than 30 files; no C, CUDA or
+# shell source file is over 800 lines.
+. "$top_srcdir/tests/lib.sh"
+scratch tree_layers
+cd "$top_srcdir" || exit 99
+# layer rank of a folder (cpu and cuda share one: the two backends)
+rank() {
+  case $1 in
+    src/core) echo 0 ;; src/input) echo 1 ;; src/data) echo 2 ;; src/model) echo 3 ;;
+    src/cpu | cuda) echo 4 ;; src/backend) echo 5 ;; src/train) echo 6 ;; src/analysis) echo 7 ;;
+    src) echo 8 ;; *) echo 9 ;;
+  esac
+}
+# the folder of an include written from the root: "data/shards.h" is src/data, "cuda/x.h" is cuda
+inc_dir() {
+  case $1 in
+    cuda/* | bench/* | tests/* | examples/*) dirname "$1" ;;
+    */*) echo "src/$(dirname "$1")" ;;
+    *) echo src ;;
+  esac
+}
+srcs=$(find src cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.def' \) | sort)
+nfiles=0
+for f in $srcs; do
+  nfiles=$((nfiles + 1))
+  d=$(dirname "$f")
+  r=$(rank "$d")
+  for inc in $(sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f"); do
+    [ "$inc" = build_config.h ] && continue
+    nchecks=$((nchecks + 1))
+    case $inc in
+      *../*) fail "$f includes \"$inc\": includes are written from the root, never with ../"; continue ;;
+    esac
+    idir=$(inc_dir "$inc")
+    ir=$(rank "$idir")
+    if [ "$ir" -gt "$r" ]; then
+      fail "$f ($d, layer $r) includes \"$inc\" ($idir, layer $ir): a lower layer never includes a higher one"
+    elif [ "$ir" = "$r" ] && [ "$idir" != "$d" ]; then
+      fail "$f includes \"$inc\": $d and $idir are two backends of one layer"
+    fi
+    [ -f "$inc" ] || [ -f "src/$inc" ] || fail "$f includes \"$inc\", which is no file of the tree"
+  done
+done
+[ "$nfiles" -gt 100 ] || fail "only $nfiles source files found under src/ and cuda/"
+# Folder sizes and file lengths.
+for d in $(find src cuda bench tests examples -type d | grep -v -e '/corpus' -e 'tests/decks' -e '/gen'); do
+  n=$(find "$d" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' -o -name '*.sh' \) | wc -l)
+  nchecks=$((nchecks + 1))
+  [ "$n" -le 30 ] || fail "$d holds $n source files: group them by layer or concept"
+done
+for f in $(find src cuda bench tests examples -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' -o -name '*.sh' \) | grep -v -e '/gen/'); do
+  n=$(wc -l <"$f")
+  nchecks=$((nchecks + 1))
+  [ "$n" -le 800 ] || fail "$f has $n lines: split it by concept (at most 800)"
+done
+echo "$nfiles files of src/ and cuda/ checked"
+finish
