@@ -1,7 +1,7 @@
 /* attention_tc.cu - the flash-style attention on tensor cores (bf16, head dimension a multiple of
  * 16 up to 128, compute capability 8.0 or later): what attention.cu does with fp32 FMAs, done with
  * warp matrix products (nvcuda::wmma, 16 x 16 x 16 bf16 in, fp32 accumulate).  attention.cu calls
- * it for the shapes it covers; the state is the same (the row log-sum-exp [B, H, N] fp32) and the
+ * it for the shapes it covers that attention_mma.cu (head dimensions 32 and 64) does not; the state is the same (the row log-sum-exp [B, H, N] fp32) and the
  * layouts are those of ops.h (qkv [B, N, 3, H, hd] read in place, out and dout [B, N, H, hd]).
  *
  * A block of 4 warps owns 64 rows (16 per warp) and walks the other side in tiles of 64, staged in

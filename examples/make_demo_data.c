@@ -1,6 +1,6 @@
 /* make_demo_data.c - scdino_demo_data: a synthetic PBMC-like image set as real TIFF files.
  *
- *   scdino_demo_data -o demo/tiff [-n 300] [-s 1] [-c 8]
+ *   scdino_demo_data -o demo/tiff [-n 300] [-s 1] [-c 8] [-q]
  *
  * Writes OUT/<class>/<class>_NNNNN.tiff: 50 x 50 pixels, 5 channels, uint16, channels-last
  * (one page, samples interleaved), the layout scDINO's tifffile.imread expects of the PBMC set.

@@ -5,7 +5,7 @@
  * seeded draw (RNG_DOMAIN_ATTENTION, id0 = class; upstream's random.sample is unseeded), and for
  * two image sizes - features.resize (upstream 224; 0 = the stored size, named by its smaller edge)
  * and attention.image_size (upstream 480; one set when both are equal) - the image is prepared as
- * for the features (cls_features.h: min-max, bilinear resize of the smaller edge, normalisation),
+ * for the features (analysis/features.h: min-max, bilinear resize of the smaller edge, normalisation),
  * cropped at the top left to a multiple of the patch size (as upstream), and run through the
  * backbone (position embedding interpolated).  The last block's attention of the CLS query to
  * every patch gives one map per head.

@@ -177,7 +177,7 @@ int knn_run(const struct config *cfg) {
                rep.sets[0].res.k_used[j]);
 
   /* Baselines on the same rows: raw pixels, and a randomly initialised network of the checkpoint's
-   * architecture (cls_features.h).  A further one is one add_set call. */
+   * architecture (analysis/features.h).  A further one is one add_set call. */
   if (cfg->knn.baselines) {
     raw_pixel_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
     random_init_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);

@@ -2,7 +2,7 @@
  *
  * A small model (random weights, moments, step counts, centre, position and metrics) is saved with
  * checkpoint_save, then: the file's layout is walked with the HDF5 API and checked against the
- * tensor table (DESIGN section 4: student/, teacher/, optimizer/{exp_avg,exp_avg_sq,step}/,
+ * tensor table (doc/formats.md: student/, teacher/, optimizer/{exp_avg,exp_avg_sq,step}/,
  * dino_loss/center [1, K], loader and train_metrics groups, root attributes); checkpoint_restore
  * into a fresh model gives bit-identical buffers; checkpoint_read_info gives the hyperparameters;
  * checkpoint_load_weights with a backbone-only table loads the teacher's backbone. */
