@@ -618,6 +618,29 @@ static void check_attention_cases(void) {
   check_attention(2, 17, 2, 20);
 }
 
+/* The tensor-core flash kernels (attention_mma.cu, bf16, hd 32 and 64): the ragged last tile in each
+ * of its widths (2, 4, 6 and 8 column tiles of 8), one-tile sequences of each width (the one-kernel
+ * backward), and DINO's shapes with each of the kernels' refinements off, and with the registers
+ * capped (4: the same code). */
+static void check_flash_tiles(void) {
+  static const int option_sets[] = {3, 7, 2, 1, 0};
+  backend_cuda_set_attention("flash");
+  for (size_t i = 0; i < sizeof option_sets / sizeof *option_sets; i++) {
+    const int opts = option_sets[i];
+    backend_cuda_set_flash_options(opts);
+    snprintf(tag, sizeof tag, "bf16 flash options %d", opts);
+    check_attention(1, 197, 1, 64);
+    check_attention(2, 37, 2, 64);
+    if (opts != 3) continue;
+    check_attention(1, 100, 2, 64); /* 36 past the first tile: 6 column tiles */
+    check_attention(1, 150, 1, 32); /* 22 past two: 4 */
+    check_attention(1, 64, 2, 64);  /* one full tile */
+    check_attention(2, 20, 1, 32);  /* one tile of 4 */
+    check_attention(1, 130, 1, 64); /* 2 past two full tiles: 2 */
+  }
+  backend_cuda_set_flash_options(3);
+}
+
 static void run_all(const char *precision) {
   g = gpu_or_skip(precision);
   snprintf(tag, sizeof tag, "%s", precision);
@@ -718,6 +741,7 @@ static void run_all(const char *precision) {
     }
     unsetenv("SCDINO_EMU_CUDNN");
   }
+  if (gpu_is_bf16(g)) check_flash_tiles();
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
   for (int ap = 0; ap < 2; ap++) {
