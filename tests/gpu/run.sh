@@ -113,7 +113,10 @@ for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidi
   fi
 done
 export LD_LIBRARY_PATH="${cudnn_dir:+$cudnn_dir:}$base_ld"
-export SCDINO_TESTDATA=$PWD/tests/data OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+# the reference tensors: PACK_DIR's copy where there is one (a checkout in the middle of a change)
+testdata=$PWD/tests/data
+[ -d "$pack/testdata" ] && testdata=$(cd "$pack/testdata" && pwd)
+export SCDINO_TESTDATA=$testdata OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 budget=${SCDINO_GPU_BUDGET:-540}
