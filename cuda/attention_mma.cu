@@ -597,9 +597,11 @@ __global__ void __launch_bounds__(MM_THREADS)
 
 /* MM_SHORT: the ragged last tile computes only the column tiles that hold tokens; MM_ONE: sequences
  * of at most 64 tokens take the one-kernel backward; MM_OCC: registers capped for more blocks per
- * multiprocessor (forward 4, backward 3; a few bytes spilled).  k_attn_mma_set_options, for the
+ * multiprocessor (forward 4, backward 3; a few bytes spilled).  All three by default: on an H100
+ * (2026-11-27, ViT-S/16 at batch 64) the step's attention took 6.96 ms without them, 5.92 with the
+ * first two and 5.66 with all three (gpu_train_bench -a).  k_attn_mma_set_options, for the
  * benchmark's comparisons. */
-static int mm_opts = K_ATTN_MMA_SHORT | K_ATTN_MMA_ONE;
+static int mm_opts = K_ATTN_MMA_SHORT | K_ATTN_MMA_ONE | K_ATTN_MMA_OCC;
 
 void k_attn_mma_set_options(int opts) { mm_opts = opts; }
 

@@ -59,7 +59,8 @@ void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
 /* The flash kernels' refinements on tensor cores (cuda/attention_mma.cu), for comparisons: bit 1
  * the ragged last tile computes only its column tiles that hold tokens, bit 2 sequences of at most
- * 64 tokens take the one-kernel backward; 3 (both) by default. */
+ * 64 tokens take the one-kernel backward, bit 4 registers capped for more blocks per multiprocessor;
+ * 7 (all) by default. */
 void backend_cuda_set_flash_options(int opts);
 /* How Linear layers' bias gradients are summed: 'epilogue' (default: by the weight gradient's
  * cuBLASLt GEMM, its BGRADB epilogue, so the output gradient is not read again; shapes for which

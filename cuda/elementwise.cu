@@ -146,20 +146,28 @@ template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n, 
 }
 
 /* GELU's backward for 16-byte vectors of a row, and the stored values for the column sums: k_colsum
- * reading dx after k_gelu_bwd, in the same order, without reading dx back. */
+ * reading dx after k_gelu_bwd, in the same order, without reading dx back.  Two phases
+ * (colsum_vec2_kernel): the loads of several rows fly together, dx possibly being dy. */
 template <typename T, int A> struct gelu_bwd_vec {
   T *dx;
   const T *dy, *x;
   int cols;
-  __device__ void operator()(int r, int c0, float *v) const {
-    const int V = vec16<T>::N;
+  struct raw { /* the 16 bytes as loaded (fewer registers than the floats) */
+    uint4 dy, x;
+  };
+  __device__ void load(int r, int c0, raw &w) const {
     const size_t o = (size_t)r * cols + c0;
-    float xv[V];
-    ld_vec(v, dy + o);
-    ld_vec(xv, x + o);
+    w.dy = *(const uint4 *)(dy + o);
+    w.x = *(const uint4 *)(x + o);
+  }
+  __device__ void apply(int r, int c0, const raw &w, float *v) const {
+    const int V = vec16<T>::N;
+    float d[V], xv[V];
+    ld_vec(d, (const T *)&w.dy);
+    ld_vec(xv, (const T *)&w.x);
 #pragma unroll
-    for (int k = 0; k < V; k++) v[k] *= gelu_grad<A, T>(xv[k]);
-    st_vec(dx + o, v);
+    for (int k = 0; k < V; k++) v[k] = d[k] * gelu_grad<A, T>(xv[k]);
+    st_vec(dx + (size_t)r * cols + c0, v);
 #pragma unroll
     for (int k = 0; k < V; k++) v[k] = rounded<T>(v[k]);
   }
@@ -174,9 +182,9 @@ void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int co
     return;
   }
   if (approx)
-    colsum_vec_run<V>(db, gelu_bwd_vec<T, 1>{dx, dy, x, cols}, rows, cols, 1);
+    colsum_vec2_run<V, 4>(db, gelu_bwd_vec<T, 1>{dx, dy, x, cols}, rows, cols, 1);
   else
-    colsum_vec_run<V>(db, gelu_bwd_vec<T, 0>{dx, dy, x, cols}, rows, cols, 1);
+    colsum_vec2_run<V, 4>(db, gelu_bwd_vec<T, 0>{dx, dy, x, cols}, rows, cols, 1);
 }
 
 /* ---- residual with stochastic depth ------------------------------------------------------------- */

@@ -54,7 +54,7 @@ expect_grep '^cuDNN attention probe: [1-9][0-9]* backward plan\(s\) built in the
 expect_grep 'scdino train on the GPU: PASS \([1-9][0-9]* log lines with a loss\)'
 expect_grep '^scdino e2e \(vit_tiny, batch 8\): \(epoch 0: [1-9][0-9]* steps, [0-9]+ images in [0-9.]+s, [0-9.]+ img/s\)$'
 expect_grep 'NCCL all_reduce on 1 rank\(s\): busbw\.all_reduce\.nccl min_size_time'
-expect_grep '^attention per step \(1 blocks\), flash options 3: forward [0-9.]+ ms \+ backward [0-9.]+ ms = [0-9.]+ ms$'
+expect_grep '^attention per step \(1 blocks\), flash options 7: forward [0-9.]+ ms \+ backward [0-9.]+ ms = [0-9.]+ ms$'
 expect_grep '^scdino features \(vit_tiny at 32, batch_size 64\): 24 x 192 \([0-9.]+ s, [0-9.]+ images/s on 1 rank\)$'
 expect_grep '^scdino features \(vit_tiny at 32, batch_size 256\): 24 x 192 '
 expect_grep '^scdino-bf16-serial +4 +[0-9.]+ +[0-9.]+ '
