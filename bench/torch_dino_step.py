@@ -268,8 +268,9 @@ def main():
     label = a.mode + ("-fused" if a.fused else "")
     print(f"{name}, torch {torch.__version__}: {label}, batch {b}: median {ms:.1f} ms per step, "
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
-    print(f"RESULT mode={a.mode} fused={int(a.fused)} first_step_s={first:.1f} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
-          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu}")
+    print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
+          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu} "
+          f"fused={int(a.fused)} first_step_s={first:.1f}")
     notes = (f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, AdamW {'fused' if a.fused else 'foreach'}, "
              f"{flops / 1e9:.1f} GFLOP per step")
     bn = f"torch_dino_step.{a.mode}" + (".fused" if a.fused else "") + (".gelu-tanh" if a.gelu == "tanh" else "")
