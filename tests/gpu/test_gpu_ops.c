@@ -340,7 +340,7 @@ static void attention_lse(float *lse, const float *qkv, int B, int N, int H, int
   free(s);
 }
 
-static void check_attention(int B, int N, int H, int hd) {
+void check_attention(int B, int N, int H, int hd) {
   char nm[128];
   const size_t D = (size_t)H * hd, nqkv = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
   const size_t np = (size_t)B * H * N * N;
@@ -405,31 +405,6 @@ static void check_attention(int B, int N, int H, int hd) {
 /* ---- elementwise -------------------------------------------------------------------------------- */
 
 /* GELU in form ap (0 exact, 1 tanh) */
-/* Every element of got within one unit in the last place of the activation type of exact: what a
- * correct rounding of a value that close to exact gives (bf16: the exact GELU's fast erf,
- * elementwise.cu, must be that close; a rel. L2 tolerance would let a coarse erf through). */
-static void check_ulp(const char *what, const float *got, const double *exact, size_t n) {
-  const int bits = gpu_is_bf16(g) ? 8 : 24; /* significand bits */
-  size_t bad = 0, first = n;
-  for (size_t i = 0; i < n; i++) {
-    const double a = fabs(exact[i]);
-    const double ulp = a > 0 ? ldexp(1.0, ilogb(a) - (bits - 1)) : 1e-30;
-    if (!(fabs(got[i] - exact[i]) < ulp) && fabs(got[i] - exact[i]) > 1e-30) {
-      if (!bad) first = i;
-      bad++;
-    }
-  }
-  T_CHECK(bad == 0, "%s: %zu of %zu values more than an ulp from the exact (first %zu: %.9g, exact %.9g)", what, bad,
-          n, first, first < n ? got[first] : 0.0, first < n ? exact[first] : 0.0);
-  printf("  %-56s %zu of %zu beyond an ulp\n", what, bad, n);
-}
-
-static double gelu_exact(double x, double *grad) {
-  const double cdf = 0.5 * (1 + erf(x / sqrt(2.0))), pdf = exp(-0.5 * x * x) / sqrt(2 * M_PI);
-  *grad = cdf + x * pdf;
-  return x * cdf;
-}
-
 static void check_gelu(size_t n, int ap) {
   char nm[128];
   float *x = gpu_randu(&R, n, -6.0f, 6.0f), *gy = gpu_randn(&R, n, 1.0f);
@@ -441,26 +416,7 @@ static void check_gelu(size_t n, int ap) {
   cpu->gelu_fwd(yr, x, n, ap);
   gpu_act_down(g, y, dy, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd (approx %d) n=%zu", tag, ap, n), y, yr, n, TOL);
-  if (gpu_is_bf16(g) && ap == 0) {
-    /* the exact GELU's fast erf in bf16, against GELU in double of the inputs as stored: within
-     * an ulp, forward and backward (fp32 keeps erff; the tanh form, tanhf) */
-    float *xs = gpu_dup(x, n), *gs = gpu_dup(gy, n), *yb = gpu_zeros(n);
-    double *fe = malloc(n * sizeof *fe), *be = malloc(n * sizeof *be);
-    gpu_round(g, xs, n);
-    gpu_round(g, gs, n);
-    for (size_t i = 0; i < n; i++) {
-      double d;
-      fe[i] = gelu_exact(xs[i], &d);
-      be[i] = gs[i] * d;
-    }
-    void *db = g->alloc(n * g->act_size);
-    g->gelu_bwd(db, dgy, dx, n, ap);
-    gpu_act_down(g, yb, db, n);
-    check_ulp(NAME(nm, "%s gelu_fwd (approx %d) elementwise", tag, ap), y, fe, n);
-    check_ulp(NAME(nm, "%s gelu_bwd (approx %d) elementwise", tag, ap), yb, be, n);
-    g->free(db);
-    free(xs), free(gs), free(yb), free(fe), free(be);
-  }
+  if (gpu_is_bf16(g) && ap == 0) check_gelu_ulp(x, gy, y, dx, dgy, n);
   g->gelu_fwd(dx, dx, n, ap); /* in place */
   gpu_act_down(g, y, dx, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd in place", tag), y, yr, n, TOL);
@@ -661,29 +617,6 @@ static void check_attention_cases(void) {
   check_attention(1, 70, 1, 128);
   check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
   check_attention(2, 17, 2, 20);
-}
-
-/* The tensor-core flash kernels (attention_mma.cu, bf16, hd 32 and 64): the ragged last tile in each
- * of its widths (2, 4, 6 and 8 column tiles of 8), one-tile sequences of each width (the one-kernel
- * backward), and DINO's shapes with each of the kernels' refinements off (the register cap, 4,
- * changes no code). */
-static void check_flash_tiles(void) {
-  static const int option_sets[] = {7, 3, 2, 1, 0};
-  backend_cuda_set_attention("flash");
-  for (size_t i = 0; i < sizeof option_sets / sizeof *option_sets; i++) {
-    const int opts = option_sets[i];
-    backend_cuda_set_flash_options(opts);
-    snprintf(tag, sizeof tag, "bf16 flash options %d", opts);
-    check_attention(1, 197, 1, 64);
-    check_attention(2, 37, 2, 64);
-    if (opts != 7) continue;
-    check_attention(1, 100, 2, 64); /* 36 past the first tile: 6 column tiles */
-    check_attention(1, 150, 1, 32); /* 22 past two: 4 */
-    check_attention(1, 64, 2, 64);  /* one full tile */
-    check_attention(2, 20, 1, 32);  /* one tile of 4 */
-    check_attention(1, 130, 1, 64); /* 2 past two full tiles: 2 */
-  }
-  backend_cuda_set_flash_options(7);
 }
 
 static void run_all(const char *precision) {
