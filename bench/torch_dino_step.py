@@ -3,16 +3,20 @@
 
 The same model and step (ViT with a DINO head, teacher on the 2 global crops, student on all
 crops, DINO loss with centring, backward, per-parameter clipping, AdamW with DINO's two parameter
-groups, teacher EMA), timed in two modes:
-  eager    bf16 autocast, F.scaled_dot_product_attention (flash attention kernels)
-  compile  the same with torch.compile on the student and teacher networks
+groups, teacher EMA), timed in three modes:
+  eager         bf16 autocast, F.scaled_dot_product_attention (flash attention kernels)
+  compile       the same with torch.compile on the student and teacher networks
+  max-autotune  torch.compile(mode="max-autotune"): GEMM templates autotuned per shape, CUDA graphs
+                (compiles for minutes)
+--fused uses torch.optim.AdamW(fused=True), one kernel for the whole update, instead of the
+default (foreach) implementation.
 Crops are random tensors already on the GPU (no augmentation): compare with the "model only" line
 of gpu_train_bench.  The FLOP count and the MFU peak are those of gpu_train_bench.
 The last lines are "RESULT key=value ..." for tests/gpu/run.sh and BENCH lines named
 torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 
-usage: python3 bench/torch_dino_step.py [--mode eager|compile] [--batch 64] [--steps 10]
-       [--gelu none|tanh] ...
+usage: python3 bench/torch_dino_step.py [--mode eager|compile|max-autotune] [--fused] [--batch 64]
+       [--steps 10] [--gelu none|tanh] ...
 (--device cpu with a small model checks the script where there is no GPU; its numbers mean nothing.)
 """
 import argparse
@@ -160,7 +164,8 @@ def head_flops(dim, hidden, bottleneck, out, nlayers, rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument("--mode", choices=["eager", "compile", "max-autotune"], default="eager")
+    ap.add_argument("--fused", action="store_true", help="torch.optim.AdamW(fused=True)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
@@ -200,10 +205,14 @@ def main():
     teacher.eval()
     reg = [p for n, p in student.named_parameters() if p.requires_grad and not (n.endswith(".bias") or p.ndim == 1)]
     noreg = [p for n, p in student.named_parameters() if p.requires_grad and (n.endswith(".bias") or p.ndim == 1)]
-    opt = torch.optim.AdamW([{"params": reg}, {"params": noreg, "weight_decay": 0.0}], lr=1e-4, weight_decay=0.04)
+    kw = {"fused": True} if a.fused else {}
+    opt = torch.optim.AdamW([{"params": reg}, {"params": noreg, "weight_decay": 0.0}], lr=1e-4, weight_decay=0.04,
+                            **kw)
     fs, ft = student, teacher
     if a.mode == "compile":
         fs, ft = torch.compile(student), torch.compile(teacher)
+    elif a.mode == "max-autotune":
+        fs, ft = torch.compile(student, mode="max-autotune"), torch.compile(teacher, mode="max-autotune")
     center = torch.zeros(1, a.out_dim, device=dev)
     b = a.batch
     g = [torch.randn(b, a.chans, a.global_size, a.global_size, device=dev) for _ in range(2)]
@@ -231,7 +240,7 @@ def main():
             torch._foreach_add_(t_params, s_params, alpha=0.004)
         return loss
 
-    times = []
+    times, first = [], 0.0
     for it in range(a.warmup + a.steps):
         sync()
         t0 = time.perf_counter()
@@ -240,6 +249,8 @@ def main():
         dt = time.perf_counter() - t0
         if it >= a.warmup:
             times.append(dt)
+        if it == 0:
+            first = dt  # with the compilation
         print(f"{a.mode} step {it:2d}{' (warm-up)' if it < a.warmup else ''}: {1e3 * dt:.1f} ms, loss {loss.item():.4f}")
     ms = statistics.median(times) * 1e3
     ng = 1 + (a.global_size // a.patch) ** 2
@@ -254,12 +265,15 @@ def main():
     peak = a.peak_tflops * 1e12 or gpu_peak_bf16(name)
     mfu = flops / (ms * 1e-3) / peak
     mem = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
-    print(f"{name}, torch {torch.__version__}: {a.mode}, batch {b}: median {ms:.1f} ms per step, "
+    label = a.mode + ("-fused" if a.fused else "")
+    print(f"{name}, torch {torch.__version__}: {label}, batch {b}: median {ms:.1f} ms per step, "
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
     print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
-          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu}")
-    notes = f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, {flops / 1e9:.1f} GFLOP per step"
-    bn = f"torch_dino_step.{a.mode}" + (".gelu-tanh" if a.gelu == "tanh" else "")
+          f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu} "
+          f"fused={int(a.fused)} first_step_s={first:.1f}")
+    notes = (f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, AdamW {'fused' if a.fused else 'foreach'}, "
+             f"{flops / 1e9:.1f} GFLOP per step")
+    bn = f"torch_dino_step.{a.mode}" + (".fused" if a.fused else "") + (".gelu-tanh" if a.gelu == "tanh" else "")
     bench_result(bn, "step_time", ms, "ms", notes + f", median of {a.steps}")
     bench_result(bn, "images_per_s", b / (ms * 1e-3), "images/s", notes)
     bench_result(bn, "mfu", 100 * mfu, "%", f"against {peak / 1e12:.1f} TFLOP/s")

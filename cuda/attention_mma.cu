@@ -21,7 +21,12 @@
  *   grows); P is rounded to bf16 for P V, as the GEMM form stores it.
  * - backward, deterministic without atomics: one kernel per query tile computes D = rowsum(dO * O)
  *   and dQ = scale dS K; one per key tile dV = P^T dO and dK = scale dS^T Q, with P = exp(S - lse)
- *   and dS = P (dP - D) recomputed from the scores (rounded to bf16 before their products). */
+ *   and dS = P (dP - D) recomputed from the scores (rounded to bf16 before their products).
+ *   Sequences of at most 64 tokens (DINO's local crops: 37) fit one tile: one kernel computes the
+ *   scores once and all three gradients, dQ = dS K from dS staged in shared memory.
+ * The streamed tiles are compile-time in width: the ragged last tile of a sequence (197 tokens:
+ * 5 keys past three full tiles; 37: one tile) runs only its 16-key column blocks that hold keys
+ * (2, 4 or 6 of the 8 column tiles of 8), so no product is spent on padding past them. */
 #include "build_config.h"
 
 #include <math.h>
@@ -136,13 +141,13 @@ __device__ __forceinline__ void mm_afrag(uint32_t a[HD / 16][4], const bf16 *s, 
     mm_ldsm4(a[kk], s + (m0 + (l & 15)) * mm_dims<HD>::LD + kk * 16 + (l >> 4) * 8);
 }
 
-/* acc[j] (j: 8 tiles of 8 columns = the 64 rows of tile s) += A x s^T: B[k][n] = s[n][k].  (Leaving
- * out the zero rows of a ragged last tile made the backward slower on an H100, not faster.) */
-template <int HD>
+/* acc[j] (j < NJ: tiles of 8 columns = rows 8j .. 8j+7 of tile s) += A x s^T: B[k][n] = s[n][k].
+ * NJ even: a ragged last tile computes only the column tiles that hold rows of the sequence. */
+template <int HD, int NJ>
 __device__ __forceinline__ void mm_abt(float acc[8][4], const uint32_t a[HD / 16][4], const bf16 *s) {
   const int l = threadIdx.x & 31;
   for (int kk = 0; kk < HD / 16; kk++)
-    for (int np = 0; np < 4; np++) {
+    for (int np = 0; np < NJ / 2; np++) {
       uint32_t b[4];
       mm_ldsm4(b, s + (np * 16 + (l & 7) + ((l >> 4) << 3)) * mm_dims<HD>::LD + kk * 16 +
                       ((l >> 3) & 1) * 8);
@@ -151,12 +156,12 @@ __device__ __forceinline__ void mm_abt(float acc[8][4], const uint32_t a[HD / 16
     }
 }
 
-/* acc[j] (j: HD/8 tiles of 8 columns) += P x s, P the 16 x 64 fp32 accumulators p (rounded to
- * bf16) and s a staged 64 x HD tile: B[k][n] = s[k][n]. */
-template <int HD>
+/* acc[j] (j: HD/8 tiles of 8 columns) += P x s over KK k steps of 16, P the 16 x 16 KK fp32
+ * accumulators p (rounded to bf16) and s a staged tile of 16 KK rows: B[k][n] = s[k][n]. */
+template <int HD, int KK>
 __device__ __forceinline__ void mm_pv(float acc[HD / 8][4], const float p[8][4], const bf16 *s) {
   const int l = threadIdx.x & 31;
-  for (int kk = 0; kk < 4; kk++) {
+  for (int kk = 0; kk < KK; kk++) {
     uint32_t a[4];
     a[0] = mm_pack(p[2 * kk][0], p[2 * kk][1]);
     a[1] = mm_pack(p[2 * kk][2], p[2 * kk][3]);
@@ -170,6 +175,12 @@ __device__ __forceinline__ void mm_pv(float acc[HD / 8][4], const float p[8][4],
       mm_mma(acc[2 * dp + 1], a, b[2], b[3]);
     }
   }
+}
+
+/* Column tiles of 8 a tile of `rem` rows needs, rounded up to whole 16-row k steps: 2, 4, 6 or 8
+ * (with short tiles off, always 8). */
+__device__ __forceinline__ int mm_nj(int rem, int shorten) {
+  return !shorten || rem > 48 ? 8 : rem > 32 ? 6 : rem > 16 ? 4 : 2;
 }
 
 /* Store a warp's 16 x HD accumulators, times f, as bf16 rows r0 + g and r0 + g + 8 (those < N) of
@@ -209,9 +220,46 @@ __device__ __forceinline__ const bf16 *mm_pipe(bf16 *buf, const bf16 *a, size_t 
 
 /* ---- forward -------------------------------------------------------------------------------------- */
 
-template <int HD>
-__global__ void __launch_bounds__(MM_THREADS)
-    mm_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int N, int H, float scale) {
+/* One streamed key tile for a warp's 16 query rows: scores over NJ column tiles of 8 keys (keys
+ * past N masked where MASK), online softmax, O += P V over the NJ / 2 k steps that hold keys. */
+template <int HD, int NJ, bool MASK>
+__device__ __forceinline__ void mm_fwd_tile(float o[HD / 8][4], float st[4], const uint32_t qa[HD / 16][4],
+                                            const bf16 *Ks, const bf16 *Vs, int k0, int N, float c) {
+  const int t = threadIdx.x & 3;
+  float s[8][4];
+  for (int j = 0; j < NJ; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0;
+  mm_abt<HD, NJ>(s, qa, Ks);
+  float x0 = -INFINITY, x1 = -INFINITY;
+  for (int j = 0; j < NJ; j++)
+    for (int e = 0; e < 4; e++) {
+      const int key = k0 + j * 8 + 2 * t + (e & 1);
+      s[j][e] = !MASK || key < N ? s[j][e] * c : -INFINITY;
+      if (e < 2) x0 = fmaxf(x0, s[j][e]);
+      else x1 = fmaxf(x1, s[j][e]);
+    }
+  for (int sh = 1; sh < 4; sh <<= 1) {
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, sh));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, sh));
+  }
+  /* every tile holds at least one key < N, so the new maxima are finite */
+  const float n0 = fmaxf(st[0], x0), n1 = fmaxf(st[1], x1);
+  const float a0 = exp2f(st[0] - n0), a1 = exp2f(st[1] - n1);
+  st[0] = n0, st[1] = n1;
+  float r0 = 0, r1 = 0;
+  for (int j = 0; j < NJ; j++) {
+    s[j][0] = exp2f(s[j][0] - n0), s[j][1] = exp2f(s[j][1] - n0);
+    s[j][2] = exp2f(s[j][2] - n1), s[j][3] = exp2f(s[j][3] - n1);
+    r0 += s[j][0] + s[j][1];
+    r1 += s[j][2] + s[j][3];
+  }
+  st[2] = st[2] * a0 + r0, st[3] = st[3] * a1 + r1;
+  for (int j = 0; j < HD / 8; j++) o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+  mm_pv<HD, NJ / 2>(o, s, Vs);
+}
+
+template <int HD, int MINB>
+__global__ void __launch_bounds__(MM_THREADS, MINB)
+    mm_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, int N, int H, float scale, int shorten) {
   typedef mm_dims<HD> D;
   extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
   /* Q, then K and V twice: the next tile's copies fly while this one's products run */
@@ -227,7 +275,7 @@ __global__ void __launch_bounds__(MM_THREADS)
   const int live = q0 + 16 * w < N; /* a warp whose rows all lie past N only helps load */
   uint32_t qa[HD / 16][4];
   const float c = scale * MM_LOG2E; /* scores in log2 units */
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
+  float st[4] = {-INFINITY, -INFINITY, 0, 0}; /* row maxima and sums of rows g, g + 8 */
   float o[HD / 8][4];
   for (int j = 0; j < HD / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0;
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
@@ -237,39 +285,21 @@ __global__ void __launch_bounds__(MM_THREADS)
     __syncthreads();
     if (live) {
       if (it == 0) mm_afrag<HD>(qa, Qs, 16 * w);
-      float s[8][4];
-      for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0;
-      mm_abt<HD>(s, qa, Ks);
-      float x0 = -INFINITY, x1 = -INFINITY;
-      for (int j = 0; j < 8; j++)
-        for (int e = 0; e < 4; e++) {
-          const int key = k0 + j * 8 + 2 * t + (e & 1);
-          s[j][e] = key < N ? s[j][e] * c : -INFINITY;
-          if (e < 2) x0 = fmaxf(x0, s[j][e]);
-          else x1 = fmaxf(x1, s[j][e]);
+      if (it + 1 < nt) {
+        mm_fwd_tile<HD, 8, false>(o, st, qa, Ks, Vs, k0, N, c);
+      } else {
+        switch (mm_nj(N - k0, shorten)) {
+        case 2: mm_fwd_tile<HD, 2, true>(o, st, qa, Ks, Vs, k0, N, c); break;
+        case 4: mm_fwd_tile<HD, 4, true>(o, st, qa, Ks, Vs, k0, N, c); break;
+        case 6: mm_fwd_tile<HD, 6, true>(o, st, qa, Ks, Vs, k0, N, c); break;
+        default: mm_fwd_tile<HD, 8, true>(o, st, qa, Ks, Vs, k0, N, c); break;
         }
-      for (int sh = 1; sh < 4; sh <<= 1) {
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, sh));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, sh));
       }
-      /* every tile holds at least one key < N, so the new maxima are finite */
-      const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-      const float a0 = exp2f(m0 - n0), a1 = exp2f(m1 - n1);
-      m0 = n0, m1 = n1;
-      float r0 = 0, r1 = 0;
-      for (int j = 0; j < 8; j++) {
-        s[j][0] = exp2f(s[j][0] - n0), s[j][1] = exp2f(s[j][1] - n0);
-        s[j][2] = exp2f(s[j][2] - n1), s[j][3] = exp2f(s[j][3] - n1);
-        r0 += s[j][0] + s[j][1];
-        r1 += s[j][2] + s[j][3];
-      }
-      l0 = l0 * a0 + r0, l1 = l1 * a1 + r1;
-      for (int j = 0; j < HD / 8; j++) o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
-      mm_pv<HD>(o, s, Vs);
     }
     __syncthreads(); /* this buffer's readers are done before the next iteration refills it */
   }
   if (!live) return;
+  float l0 = st[2], l1 = st[3];
   for (int sh = 1; sh < 4; sh <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, sh);
     l1 += __shfl_xor_sync(0xffffffffu, l1, sh);
@@ -278,25 +308,63 @@ __global__ void __launch_bounds__(MM_THREADS)
   mm_store<HD>(out + (size_t)b * N * H * HD + (size_t)h * HD, (size_t)H * HD, r, N, o, 1.0f / l0, 1.0f / l1);
   if (lse && t == 0) {
     float *L = lse + (size_t)bh * N;
-    if (r + g < N) L[r + g] = (m0 + log2f(l0)) / MM_LOG2E;
-    if (r + g + 8 < N) L[r + g + 8] = (m1 + log2f(l1)) / MM_LOG2E;
+    if (r + g < N) L[r + g] = (st[0] + log2f(l0)) / MM_LOG2E;
+    if (r + g + 8 < N) L[r + g + 8] = (st[1] + log2f(l1)) / MM_LOG2E;
   }
 }
 
 /* ---- backward ------------------------------------------------------------------------------------- */
 
+/* D = rowsum(dO * O) of rows q0 .. q0+63 into Ds (0 past N) and, where not NULL, into Dg (the rows
+ * < N), two threads per row. */
+template <int HD>
+__device__ __forceinline__ void mm_rowdot(float *Ds, float *Dg, const bf16 *dO, const bf16 *O, size_t ldo,
+                                          int q0, int N) {
+  const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
+  float d = 0;
+  if (q0 + r < N) {
+    const bf16 *a = dO + (size_t)(q0 + r) * ldo + half * (HD / 2), *o = O + (size_t)(q0 + r) * ldo + half * (HD / 2);
+    for (int e = 0; e < HD / 2; e++) d += __bfloat162float(a[e]) * __bfloat162float(o[e]);
+  }
+  d += __shfl_xor_sync(0xffffffffu, d, 1);
+  if (half) return;
+  Ds[r] = d;
+  if (Dg && q0 + r < N) Dg[q0 + r] = d;
+}
+
+/* One streamed key tile of dQ for a warp's 16 query rows (row statistics L, D in log2 units). */
+template <int HD, int NJ, bool MASK>
+__device__ __forceinline__ void mm_dq_tile(float dq[HD / 8][4], const uint32_t qa[HD / 16][4],
+                                           const uint32_t da[HD / 16][4], const bf16 *Ks, const bf16 *Vs,
+                                           int k0, int N, float c, const float st[4]) {
+  const int t = threadIdx.x & 3;
+  float s[8][4], dp[8][4];
+  for (int j = 0; j < NJ; j++)
+    for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
+  mm_abt<HD, NJ>(s, qa, Ks);
+  mm_abt<HD, NJ>(dp, da, Vs);
+  for (int j = 0; j < NJ; j++)
+    for (int e = 0; e < 4; e++) {
+      const int key = k0 + j * 8 + 2 * t + (e & 1);
+      const float p = !MASK || key < N ? exp2f(s[j][e] * c - st[e >> 1]) : 0.0f;
+      /* dS rounded to bf16 by mm_pv, as the GEMM form stores it */
+      s[j][e] = p * (dp[j][e] - st[2 + (e >> 1)]);
+    }
+  mm_pv<HD, NJ / 2>(dq, s, Ks);
+}
+
 /* dQ for one query tile, and D = rowsum(dO * O) for it into Dg (the key-tile kernel reads it).  K
  * and V tiles are double-buffered as in the forward. */
-template <int HD>
-__global__ void __launch_bounds__(MM_THREADS)
+template <int HD, int MINB>
+__global__ void __launch_bounds__(MM_THREADS, MINB)
     mm_bwd_dq_kernel(bf16 *dqkv, float *Dg, const bf16 *dout, const bf16 *out, const bf16 *qkv,
-                     const float *lse, int N, int H, float scale) {
+                     const float *lse, int N, int H, float scale, int shorten) {
   typedef mm_dims<HD> D;
   extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
   bf16 *Qs = (bf16 *)mm_sh, *dOs = Qs + D::TILE, *KV = dOs + D::TILE; /* KV: [2][K, V] */
   float *Ds = (float *)(KV + 4 * D::TILE);
   const int bh = blockIdx.y, b = bh / H, h = bh % H, q0 = blockIdx.x * MM_ROWS;
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2;
   const size_t ld = (size_t)3 * H * HD, ldo = (size_t)H * HD;
   const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
   const bf16 *dO = dout + (size_t)b * N * ldo + (size_t)h * HD, *O = out + (size_t)b * N * ldo + (size_t)h * HD;
@@ -305,26 +373,15 @@ __global__ void __launch_bounds__(MM_THREADS)
   mm_load<HD>(KV, k, ld, 0, N);
   mm_load<HD>(KV + D::TILE, v, ld, 0, N);
   mm_cp_commit();
-  { /* D while the copies fly: two threads per row, HD / 2 elements each */
-    const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
-    float d = 0;
-    if (q0 + r < N) {
-      const bf16 *a = dO + (size_t)(q0 + r) * ldo + half * (HD / 2), *o = O + (size_t)(q0 + r) * ldo + half * (HD / 2);
-      for (int e = 0; e < HD / 2; e++) d += __bfloat162float(a[e]) * __bfloat162float(o[e]);
-    }
-    d += __shfl_xor_sync(0xffffffffu, d, 1);
-    if (!half) {
-      Ds[r] = d;
-      if (q0 + r < N) Dg[(size_t)bh * N + q0 + r] = d;
-    }
-  }
+  mm_rowdot<HD>(Ds, Dg + (size_t)bh * N, dO, O, ldo, q0, N); /* while the copies fly */
   const int live = q0 + 16 * w < N;
   uint32_t qa[HD / 16][4], da[HD / 16][4];
   const int r = q0 + 16 * w;
   const float c = scale * MM_LOG2E;
-  const float L0 = r + g < N ? lse[(size_t)bh * N + r + g] * MM_LOG2E : 0.0f;
-  const float L1 = r + g + 8 < N ? lse[(size_t)bh * N + r + g + 8] * MM_LOG2E : 0.0f;
-  float D0 = 0, D1 = 0;
+  float st[4]; /* log-sum-exp (log2 units) and D of rows g, g + 8 */
+  st[0] = r + g < N ? lse[(size_t)bh * N + r + g] * MM_LOG2E : 0.0f;
+  st[1] = r + g + 8 < N ? lse[(size_t)bh * N + r + g + 8] * MM_LOG2E : 0.0f;
+  st[2] = st[3] = 0;
   float dq[HD / 8][4];
   for (int j = 0; j < HD / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0;
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
@@ -336,21 +393,18 @@ __global__ void __launch_bounds__(MM_THREADS)
       if (it == 0) {
         mm_afrag<HD>(qa, Qs, 16 * w);
         mm_afrag<HD>(da, dOs, 16 * w);
-        D0 = Ds[16 * w + g], D1 = Ds[16 * w + g + 8];
+        st[2] = Ds[16 * w + g], st[3] = Ds[16 * w + g + 8];
       }
-      float s[8][4], dp[8][4];
-      for (int j = 0; j < 8; j++)
-        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
-      mm_abt<HD>(s, qa, Ks);
-      mm_abt<HD>(dp, da, Vs);
-      for (int j = 0; j < 8; j++)
-        for (int e = 0; e < 4; e++) {
-          const int key = k0 + j * 8 + 2 * t + (e & 1);
-          const float p = key < N ? exp2f(s[j][e] * c - (e < 2 ? L0 : L1)) : 0.0f;
-          /* dS rounded to bf16 by mm_pv, as the GEMM form stores it */
-          s[j][e] = p * (dp[j][e] - (e < 2 ? D0 : D1));
+      if (it + 1 < nt) {
+        mm_dq_tile<HD, 8, false>(dq, qa, da, Ks, Vs, k0, N, c, st);
+      } else {
+        switch (mm_nj(N - k0, shorten)) {
+        case 2: mm_dq_tile<HD, 2, true>(dq, qa, da, Ks, Vs, k0, N, c, st); break;
+        case 4: mm_dq_tile<HD, 4, true>(dq, qa, da, Ks, Vs, k0, N, c, st); break;
+        case 6: mm_dq_tile<HD, 6, true>(dq, qa, da, Ks, Vs, k0, N, c, st); break;
+        default: mm_dq_tile<HD, 8, true>(dq, qa, da, Ks, Vs, k0, N, c, st); break;
         }
-      mm_pv<HD>(dq, s, Ks);
+      }
     }
     __syncthreads();
   }
@@ -358,18 +412,47 @@ __global__ void __launch_bounds__(MM_THREADS)
   mm_store<HD>(dqkv + (size_t)b * N * ld + (size_t)h * HD, ld, r, N, dq, scale, scale);
 }
 
+/* One streamed query tile of dK and dV for a warp's 16 keys: transposed scores (rows the keys,
+ * columns the tile's queries, NJ column tiles of 8), the queries' statistics Ls, Ds in shared
+ * memory; the keys' A fragments are read again from the staged K and V tiles (fewer registers). */
+template <int HD, int NJ, bool MASK>
+__device__ __forceinline__ void mm_dkv_tile(float dk[HD / 8][4], float dv[HD / 8][4], const bf16 *Kw,
+                                            const bf16 *Vw, const bf16 *Qs, const bf16 *dOs, const float *Ls,
+                                            const float *Ds, int q0, int N, float c) {
+  const int t = threadIdx.x & 3;
+  float s[8][4], dp[8][4];
+  for (int j = 0; j < NJ; j++)
+    for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
+  {
+    uint32_t a[HD / 16][4];
+    mm_afrag<HD>(a, Kw, 0);
+    mm_abt<HD, NJ>(s, a, Qs);
+    mm_afrag<HD>(a, Vw, 0);
+    mm_abt<HD, NJ>(dp, a, dOs);
+  }
+  for (int j = 0; j < NJ; j++)
+    for (int e = 0; e < 4; e++) {
+      const int col = j * 8 + 2 * t + (e & 1);
+      const float p = !MASK || q0 + col < N ? exp2f(s[j][e] * c - Ls[col]) : 0.0f;
+      s[j][e] = p;
+      dp[j][e] = p * (dp[j][e] - Ds[col]);
+    }
+  mm_pv<HD, NJ / 2>(dv, s, dOs);
+  mm_pv<HD, NJ / 2>(dk, dp, Qs);
+}
+
 /* dK and dV for one key tile: warp w owns keys k0 + 16 w .. + 15 and walks every query tile, Q,
  * dO and their row statistics double-buffered. */
-template <int HD>
-__global__ void __launch_bounds__(MM_THREADS)
+template <int HD, int MINB>
+__global__ void __launch_bounds__(MM_THREADS, MINB)
     mm_bwd_dkv_kernel(bf16 *dqkv, const float *Dg, const bf16 *dout, const bf16 *qkv,
-                      const float *lse, int N, int H, float scale) {
+                      const float *lse, int N, int H, float scale, int shorten) {
   typedef mm_dims<HD> D;
   extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
   bf16 *Ks = (bf16 *)mm_sh, *Vs = Ks + D::TILE, *QD = Vs + D::TILE; /* QD: [2][Q, dO] */
   float *LD2 = (float *)(QD + 4 * D::TILE);                        /* [2][lse, D] */
   const int bh = blockIdx.y, b = bh / H, h = bh % H, k0 = blockIdx.x * MM_ROWS;
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, t = l & 3;
+  const int w = threadIdx.x >> 5;
   const size_t ld = (size_t)3 * H * HD, ldo = (size_t)H * HD;
   const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
   const bf16 *dO = dout + (size_t)b * N * ldo + (size_t)h * HD;
@@ -385,11 +468,11 @@ __global__ void __launch_bounds__(MM_THREADS)
     LD2[MM_ROWS + qi] = qi < N ? D_bh[qi] : 0.0f;
   }
   const int live = k0 + 16 * w < N;
-  uint32_t ka[HD / 16][4], va[HD / 16][4];
   const float c = scale * MM_LOG2E;
   float dk[HD / 8][4], dv[HD / 8][4];
   for (int j = 0; j < HD / 8; j++)
     for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0;
+  const bf16 *Kw = Ks + 16 * w * D::LD, *Vw = Vs + 16 * w * D::LD;
   const int nt = (N + MM_ROWS - 1) / MM_ROWS;
   for (int it = 0; it < nt; it++) {
     const int q0 = it * MM_ROWS;
@@ -402,25 +485,16 @@ __global__ void __launch_bounds__(MM_THREADS)
     __syncthreads();
     const float *Ls = LD2 + (it & 1) * 2 * MM_ROWS, *Ds = Ls + MM_ROWS;
     if (live) {
-      if (it == 0) {
-        mm_afrag<HD>(ka, Ks, 16 * w);
-        mm_afrag<HD>(va, Vs, 16 * w);
-      }
-      /* transposed scores: rows are this warp's keys, columns the tile's queries */
-      float s[8][4], dp[8][4];
-      for (int j = 0; j < 8; j++)
-        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
-      mm_abt<HD>(s, ka, Qs);
-      mm_abt<HD>(dp, va, dOs);
-      for (int j = 0; j < 8; j++)
-        for (int e = 0; e < 4; e++) {
-          const int col = j * 8 + 2 * t + (e & 1);
-          const float p = q0 + col < N ? exp2f(s[j][e] * c - Ls[col]) : 0.0f;
-          s[j][e] = p;
-          dp[j][e] = p * (dp[j][e] - Ds[col]);
+      if (it + 1 < nt) {
+        mm_dkv_tile<HD, 8, false>(dk, dv, Kw, Vw, Qs, dOs, Ls, Ds, q0, N, c);
+      } else {
+        switch (mm_nj(N - q0, shorten)) {
+        case 2: mm_dkv_tile<HD, 2, true>(dk, dv, Kw, Vw, Qs, dOs, Ls, Ds, q0, N, c); break;
+        case 4: mm_dkv_tile<HD, 4, true>(dk, dv, Kw, Vw, Qs, dOs, Ls, Ds, q0, N, c); break;
+        case 6: mm_dkv_tile<HD, 6, true>(dk, dv, Kw, Vw, Qs, dOs, Ls, Ds, q0, N, c); break;
+        default: mm_dkv_tile<HD, 8, true>(dk, dv, Kw, Vw, Qs, dOs, Ls, Ds, q0, N, c); break;
         }
-      mm_pv<HD>(dv, s, dOs);
-      mm_pv<HD>(dk, dp, Qs);
+      }
     }
     __syncthreads();
   }
@@ -430,11 +504,113 @@ __global__ void __launch_bounds__(MM_THREADS)
   mm_store<HD>(dk_out + (size_t)H * HD, ld, k0 + 16 * w, N, dv, 1.0f, 1.0f);
 }
 
+/* A fragments of dS = (dS^T)^T for query rows m0 .. m0+15 and k step kk, dS^T staged as rows of
+ * keys (ldmatrix with transposition: the four 8 x 8 blocks are keys 0-7 / 8-15 by queries 0-7 /
+ * 8-15 of the step). */
+__device__ __forceinline__ void mm_afrag_t(uint32_t a[4], const bf16 *sT, int ld, int kk, int m0) {
+  const int l = threadIdx.x & 31;
+  mm_ldsm4_t(a, sT + (kk * 16 + ((l >> 4) << 3) + (l & 7)) * ld + m0 + ((l >> 3) & 1) * 8);
+}
+
+/* The whole backward of a sequence of at most 64 tokens (NJ column tiles of 8 hold them): one
+ * block per (batch, head), warp w owning keys 16 w .. 16 w + 15 for dK and dV and queries
+ * 16 w .. 16 w + 15 for dQ.  The scores and dS are computed once; dS^T goes through shared memory
+ * (bf16, as the products round it) to the warps that own its queries. */
+template <int HD, int NJ>
+__global__ void __launch_bounds__(MM_THREADS)
+    mm_bwd_one_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                      int N, int H, float scale) {
+  typedef mm_dims<HD> D;
+  const int LDS = MM_ROWS + 8; /* dS^T rows: keys; columns: queries */
+  extern __shared__ uint4 mm_sh[]; /* uint4: 16-byte aligned */
+  bf16 *Qs = (bf16 *)mm_sh, *Ks = Qs + D::TILE, *Vs = Ks + D::TILE, *dOs = Vs + D::TILE;
+  bf16 *dSs = dOs + D::TILE;
+  float *Ls = (float *)(dSs + MM_ROWS * LDS), *Ds = Ls + MM_ROWS;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+  const size_t ld = (size_t)3 * H * HD, ldo = (size_t)H * HD;
+  const bf16 *q = qkv + (size_t)b * N * ld + (size_t)h * HD, *k = q + (size_t)H * HD, *v = k + (size_t)H * HD;
+  const bf16 *dO = dout + (size_t)b * N * ldo + (size_t)h * HD, *O = out + (size_t)b * N * ldo + (size_t)h * HD;
+  mm_load<HD>(Qs, q, ld, 0, N);
+  mm_load<HD>(Ks, k, ld, 0, N);
+  mm_load<HD>(Vs, v, ld, 0, N);
+  mm_load<HD>(dOs, dO, ldo, 0, N);
+  mm_cp_commit();
+  mm_rowdot<HD>(Ds, NULL, dO, O, ldo, 0, N);
+  if (threadIdx.x < MM_ROWS) Ls[threadIdx.x] = (int)threadIdx.x < N ? lse[(size_t)bh * N + threadIdx.x] * MM_LOG2E : 0.0f;
+  mm_cp_wait<0>();
+  __syncthreads();
+  const int live = 16 * w < 8 * NJ; /* warps past the column tiles only help load */
+  const float c = scale * MM_LOG2E;
+  bf16 *dq_out = dqkv + (size_t)b * N * ld + (size_t)h * HD, *dk_out = dq_out + (size_t)H * HD;
+  if (live) {
+    float s[8][4], dp[8][4];
+    for (int j = 0; j < NJ; j++)
+      for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0;
+    {
+      uint32_t a[HD / 16][4];
+      mm_afrag<HD>(a, Ks, 16 * w);
+      mm_abt<HD, NJ>(s, a, Qs);
+      mm_afrag<HD>(a, Vs, 16 * w);
+      mm_abt<HD, NJ>(dp, a, dOs);
+    }
+    for (int j = 0; j < NJ; j++)
+      for (int e = 0; e < 4; e++) {
+        const int col = j * 8 + 2 * t + (e & 1), key = 16 * w + g + 8 * (e >> 1);
+        /* 0 for padding keys too: their dS^T rows are dQ's operand (times zero K rows, but an
+         * infinite p would make NaN) */
+        const float p = col < N && key < N ? exp2f(s[j][e] * c - Ls[col]) : 0.0f;
+        s[j][e] = p;
+        dp[j][e] = p * (dp[j][e] - Ds[col]);
+      }
+    /* dS^T rows 16 w + g and + 8, as bf16 pairs */
+    for (int j = 0; j < NJ; j++) {
+      *(uint32_t *)(dSs + (16 * w + g) * LDS + j * 8 + 2 * t) = mm_pack(dp[j][0], dp[j][1]);
+      *(uint32_t *)(dSs + (16 * w + g + 8) * LDS + j * 8 + 2 * t) = mm_pack(dp[j][2], dp[j][3]);
+    }
+    float acc[HD / 8][4];
+    for (int j = 0; j < HD / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    mm_pv<HD, NJ / 2>(acc, s, dOs);
+    mm_store<HD>(dk_out + (size_t)H * HD, ld, 16 * w, N, acc, 1.0f, 1.0f); /* dV */
+    for (int j = 0; j < HD / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    mm_pv<HD, NJ / 2>(acc, dp, Qs);
+    mm_store<HD>(dk_out, ld, 16 * w, N, acc, scale, scale); /* dK */
+  }
+  __syncthreads(); /* every warp's dS^T rows are staged */
+  if (!live) return;
+  float dq[HD / 8][4];
+  for (int j = 0; j < HD / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0;
+  for (int kk = 0; kk < NJ / 2; kk++) {
+    uint32_t a[4];
+    mm_afrag_t(a, dSs, LDS, kk, 16 * w);
+    for (int dp = 0; dp < HD / 16; dp++) {
+      uint32_t bb[4];
+      mm_ldsm4_t(bb, Ks + (kk * 16 + (l & 7) + ((l >> 3) & 1) * 8) * D::LD + dp * 16 + (l >> 4) * 8);
+      mm_mma(dq[2 * dp], a, bb[0], bb[1]);
+      mm_mma(dq[2 * dp + 1], a, bb[2], bb[3]);
+    }
+  }
+  mm_store<HD>(dq_out, ld, 16 * w, N, dq, scale, scale);
+}
+
 /* ---- launchers ------------------------------------------------------------------------------------ */
+
+/* MM_SHORT: the ragged last tile computes only the column tiles that hold tokens; MM_ONE: sequences
+ * of at most 64 tokens take the one-kernel backward; MM_OCC: registers capped for more blocks per
+ * multiprocessor (forward 4, backward 3; a few bytes spilled).  All three by default: on an H100
+ * (2026-11-27, ViT-S/16 at batch 64) the step's attention took 6.96 ms without them, 5.92 with the
+ * first two and 5.66 with all three (gpu_train_bench -a).  k_attn_mma_set_options, for the
+ * benchmark's comparisons. */
+static int mm_opts = K_ATTN_MMA_SHORT | K_ATTN_MMA_ONE | K_ATTN_MMA_OCC;
+
+void k_attn_mma_set_options(int opts) { mm_opts = opts; }
 
 template <int HD> static size_t mm_smem_fwd(void) { return 5 * sizeof(bf16) * mm_dims<HD>::TILE; }
 template <int HD> static size_t mm_smem_bwd(void) {
   return 6 * sizeof(bf16) * mm_dims<HD>::TILE + 4 * MM_ROWS * sizeof(float);
+}
+template <int HD> static size_t mm_smem_one(void) {
+  return 4 * sizeof(bf16) * mm_dims<HD>::TILE + sizeof(bf16) * MM_ROWS * (MM_ROWS + 8) + 2 * MM_ROWS * sizeof(float);
 }
 
 /* Kernels with more than 48 KiB of dynamic shared memory must say so (55 KiB at HD 64: within
@@ -453,37 +629,66 @@ static dim3 mm_grid(int B, int N, int H) {
 }
 
 int k_attn_mma_covers(int BH, int hd, const void *qkv, const void *dout) {
+  const size_t smem = hd == 32 ? mm_smem_bwd<32>() : mm_smem_bwd<64>();
   return cu.prop.major >= 8 && (hd == 32 || hd == 64) && BH >= 1 && BH <= 65535 &&
-         (hd == 32 ? mm_smem_bwd<32>() : mm_smem_bwd<64>()) <= cu.prop.sharedMemPerBlockOptin &&
-         !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
+         smem <= cu.prop.sharedMemPerBlockOptin && !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
 }
 
-template <int HD>
+template <int HD, int MINB>
 static void mm_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, float scale) {
   static int big;
-  mm_allow(mm_fwd_kernel<HD>, mm_smem_fwd<HD>(), &big);
-  mm_fwd_kernel<HD><<<mm_grid(B, N, H), MM_THREADS, mm_smem_fwd<HD>(), cu.stream>>>(out, lse, qkv, N, H, scale);
+  mm_allow(mm_fwd_kernel<HD, MINB>, mm_smem_fwd<HD>(), &big);
+  mm_fwd_kernel<HD, MINB><<<mm_grid(B, N, H), MM_THREADS, mm_smem_fwd<HD>(), cu.stream>>>(
+      out, lse, qkv, N, H, scale, mm_opts & K_ATTN_MMA_SHORT);
+  CHECK_LAUNCH();
+}
+
+template <int HD, int NJ>
+static void mm_bwd_one(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                       int B, int N, int H, float scale) {
+  static int big;
+  mm_allow(mm_bwd_one_kernel<HD, NJ>, mm_smem_one<HD>(), &big);
+  mm_bwd_one_kernel<HD, NJ><<<mm_grid(B, N, H), MM_THREADS, mm_smem_one<HD>(), cu.stream>>>(
+      dqkv, dout, out, qkv, lse, N, H, scale);
+  CHECK_LAUNCH();
+}
+
+/* The query-tile and key-tile kernels, at least MINB blocks per multiprocessor (registers capped). */
+template <int HD, int MINB>
+static void mm_bwd_two(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
+                       float *Dg, int B, int N, int H, float scale) {
+  static int big_q, big_k;
+  const int sh = mm_opts & K_ATTN_MMA_SHORT;
+  mm_allow(mm_bwd_dq_kernel<HD, MINB>, mm_smem_bwd<HD>(), &big_q);
+  mm_allow(mm_bwd_dkv_kernel<HD, MINB>, mm_smem_bwd<HD>(), &big_k);
+  const dim3 grid = mm_grid(B, N, H);
+  mm_bwd_dq_kernel<HD, MINB><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, out, qkv, lse,
+                                                                                 N, H, scale, sh);
+  CHECK_LAUNCH();
+  mm_bwd_dkv_kernel<HD, MINB><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, qkv, lse, N,
+                                                                                  H, scale, sh);
   CHECK_LAUNCH();
 }
 
 template <int HD>
 static void mm_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                    float *Dg, int B, int N, int H, float scale) {
-  static int big_q, big_k;
-  mm_allow(mm_bwd_dq_kernel<HD>, mm_smem_bwd<HD>(), &big_q);
-  mm_allow(mm_bwd_dkv_kernel<HD>, mm_smem_bwd<HD>(), &big_k);
-  const dim3 grid = mm_grid(B, N, H);
-  mm_bwd_dq_kernel<HD><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, out, qkv, lse, N,
-                                                                           H, scale);
-  CHECK_LAUNCH();
-  mm_bwd_dkv_kernel<HD><<<grid, MM_THREADS, mm_smem_bwd<HD>(), cu.stream>>>(dqkv, Dg, dout, qkv, lse, N, H,
-                                                                            scale);
-  CHECK_LAUNCH();
+  if (N <= MM_ROWS && (mm_opts & K_ATTN_MMA_ONE)) {
+    const int nj = (mm_opts & K_ATTN_MMA_SHORT) ? 2 * ((N + 15) / 16) : 8;
+    if (nj == 2) mm_bwd_one<HD, 2>(dqkv, dout, out, qkv, lse, B, N, H, scale);
+    else if (nj == 4) mm_bwd_one<HD, 4>(dqkv, dout, out, qkv, lse, B, N, H, scale);
+    else if (nj == 6) mm_bwd_one<HD, 6>(dqkv, dout, out, qkv, lse, B, N, H, scale);
+    else mm_bwd_one<HD, 8>(dqkv, dout, out, qkv, lse, B, N, H, scale);
+    return;
+  }
+  if (mm_opts & K_ATTN_MMA_OCC) mm_bwd_two<HD, 3>(dqkv, dout, out, qkv, lse, Dg, B, N, H, scale);
+  else mm_bwd_two<HD, 2>(dqkv, dout, out, qkv, lse, Dg, B, N, H, scale);
 }
 
 void k_attn_mma_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale) {
-  if (hd == 32) mm_fwd<32>(out, lse, qkv, B, N, H, scale);
-  else mm_fwd<64>(out, lse, qkv, B, N, H, scale);
+  const int occ = mm_opts & K_ATTN_MMA_OCC;
+  if (hd == 32) occ ? mm_fwd<32, 4>(out, lse, qkv, B, N, H, scale) : mm_fwd<32, 3>(out, lse, qkv, B, N, H, scale);
+  else occ ? mm_fwd<64, 4>(out, lse, qkv, B, N, H, scale) : mm_fwd<64, 3>(out, lse, qkv, B, N, H, scale);
 }
 
 void k_attn_mma_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,

@@ -1,5 +1,6 @@
 /* augment_gpu.c - host side of the GPU augmentation: per-crop draws and taps, pinned staging, the
- * upload stream, and the kernel sequence of augment_kernels.cu. */
+ * augmentation's own stream (upload and kernels), double-buffered crops handed to the backend's
+ * stream through events, and the idle time the augmentation causes on that stream. */
 #include "build_config.h"
 
 #include <cuda_runtime_api.h>
@@ -15,6 +16,7 @@
 #include "data/imgops.h"
 
 #define NSLOT 2 /* staging buffers used in turn */
+#define NOUT 2  /* crop buffers: the step's, and the next batch's being made */
 
 _Static_assert(IMGOPS_U16 == GAUG_U16 && IMGOPS_F32 == GAUG_F32, "raw dtype codes differ");
 
@@ -22,7 +24,13 @@ struct slot {
   char *pinned; /* host */
   char *dev;    /* device mirror */
   cudaEvent_t uploaded; /* the copy from this slot is done */
-  cudaEvent_t consumed; /* the kernels reading the device mirror are done */
+};
+
+/* Two timing events on the backend's stream; the time between them is backend idle time caused by
+ * the augmentation (pending until read). */
+struct gap {
+  cudaEvent_t a, b;
+  int pending;
 };
 
 struct augment_gpu {
@@ -30,16 +38,23 @@ struct augment_gpu {
   const struct ops *ops;
   int maxB, nsel, G, L, nl;
   size_t image_bytes, slot_bytes;
-  cudaStream_t copy;
+  cudaStream_t stream; /* upload and kernels */
   struct slot slot[NSLOT];
   int cur;
   int *sel_dev;
   float *mean_dev, *std_dev;
   double *mnmx;
-  float *img, *bufA, *bufB, *out_g, *out_l;
-  double host_s;
+  float *img, *bufA, *bufB;
+  float *out_g[NOUT], *out_l[NOUT];
+  cudaEvent_t made[NOUT]; /* augmentation stream: the crops of out[i] are written */
+  cudaEvent_t freed[NOUT]; /* backend stream: the work that read out[i] is done */
+  int next_out;            /* the buffer the next start writes */
+  int begun;               /* out buffer of a batch started and not taken, or -1 */
+  int taken;               /* out buffer of the last take, or -1 */
+  int marked;              /* augment_gpu_mark since the last start */
+  struct gap hide, wait;   /* mark .. end of start's host part; take's wait */
+  double host_s, exposed_s;
 };
-
 /* Byte offsets of one batch's parts in a staging slot (n images). */
 struct layout {
   size_t raw, gcrops, lcrops, fac, g[4], l[4], total;
@@ -65,6 +80,28 @@ static struct layout layout_for(const struct augment_gpu *g, int n) {
   return L;
 }
 
+static void gap_create(struct gap *x) {
+  CHECK_CUDA(cudaEventCreate(&x->a));
+  CHECK_CUDA(cudaEventCreate(&x->b));
+  x->pending = 0;
+}
+
+static void gap_destroy(struct gap *x) {
+  CHECK_CUDA(cudaEventDestroy(x->a));
+  CHECK_CUDA(cudaEventDestroy(x->b));
+}
+
+/* Add a pending gap's time to the exposed total (its events are on the backend's stream; waits for
+ * the second where it has not completed yet). */
+static void gap_read(struct augment_gpu *g, struct gap *x) {
+  if (!x->pending) return;
+  float ms = 0;
+  CHECK_CUDA(cudaEventSynchronize(x->b));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, x->a, x->b));
+  if (ms > 0) g->exposed_s += 1e-3 * ms;
+  x->pending = 0;
+}
+
 struct augment_gpu *augment_gpu_create(const struct augment *a, int max_batch) {
   const struct ops *ops = backend_cuda();
   if (!ops) scd_fatal(SCD_EXIT_INPUT, "GPU augmentation needs a usable GPU: %s", backend_cuda_why_not());
@@ -80,12 +117,12 @@ struct augment_gpu *augment_gpu_create(const struct augment *a, int max_batch) {
   g->image_bytes = MUL_SIZE(MUL_SIZE((size_t)a->C_all, (size_t)a->H * a->W),
                             a->dtype == IMGOPS_U16 ? 2 : 4);
   g->slot_bytes = layout_for(g, max_batch).total;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking));
+  /* non-blocking: the legacy stream's work (pageable copies elsewhere) does not hold it up */
+  CHECK_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
   for (int s = 0; s < NSLOT; s++) {
     CHECK_CUDA(cudaHostAlloc((void **)&g->slot[s].pinned, g->slot_bytes, cudaHostAllocDefault));
     g->slot[s].dev = ops->alloc(g->slot_bytes);
     CHECK_CUDA(cudaEventCreateWithFlags(&g->slot[s].uploaded, cudaEventDisableTiming));
-    CHECK_CUDA(cudaEventCreateWithFlags(&g->slot[s].consumed, cudaEventDisableTiming));
   }
   const size_t nsel = (size_t)a->nsel;
   g->sel_dev = ops->alloc(nsel * sizeof(int));
@@ -102,9 +139,18 @@ struct augment_gpu *augment_gpu_create(const struct augment *a, int max_batch) {
   const size_t nbuf = ng > nlc ? ng : nlc;
   g->bufA = ops->alloc(nbuf * sizeof(float));
   g->bufB = ops->alloc(nbuf * sizeof(float));
-  g->out_g = ops->alloc(ng * sizeof(float));
-  g->out_l = ops->alloc((nlc ? nlc : 1) * sizeof(float));
-  ops->sync(); /* the zero-fills are queued on the backend's stream; the copy stream is another */
+  cudaStream_t cs = (cudaStream_t)backend_cuda_stream();
+  for (int i = 0; i < NOUT; i++) {
+    g->out_g[i] = ops->alloc(ng * sizeof(float));
+    g->out_l[i] = ops->alloc((nlc ? nlc : 1) * sizeof(float));
+    CHECK_CUDA(cudaEventCreateWithFlags(&g->made[i], cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&g->freed[i], cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventRecord(g->freed[i], cs)); /* nothing reads it yet */
+  }
+  gap_create(&g->hide);
+  gap_create(&g->wait);
+  g->begun = g->taken = -1;
+  ops->sync(); /* the zero-fills are queued on the backend's stream; the augmentation's is another */
   return g;
 }
 
@@ -112,14 +158,21 @@ void augment_gpu_destroy(struct augment_gpu *g) {
   if (!g) return;
   const struct ops *ops = g->ops;
   ops->sync();
-  CHECK_CUDA(cudaStreamSynchronize(g->copy));
+  CHECK_CUDA(cudaStreamSynchronize(g->stream));
   for (int s = 0; s < NSLOT; s++) {
     CHECK_CUDA(cudaFreeHost(g->slot[s].pinned));
     ops->free(g->slot[s].dev);
     CHECK_CUDA(cudaEventDestroy(g->slot[s].uploaded));
-    CHECK_CUDA(cudaEventDestroy(g->slot[s].consumed));
   }
-  CHECK_CUDA(cudaStreamDestroy(g->copy));
+  for (int i = 0; i < NOUT; i++) {
+    ops->free(g->out_g[i]);
+    ops->free(g->out_l[i]);
+    CHECK_CUDA(cudaEventDestroy(g->made[i]));
+    CHECK_CUDA(cudaEventDestroy(g->freed[i]));
+  }
+  gap_destroy(&g->hide);
+  gap_destroy(&g->wait);
+  CHECK_CUDA(cudaStreamDestroy(g->stream));
   ops->free(g->sel_dev);
   ops->free(g->mean_dev);
   ops->free(g->std_dev);
@@ -127,8 +180,6 @@ void augment_gpu_destroy(struct augment_gpu *g) {
   ops->free(g->img);
   ops->free(g->bufA);
   ops->free(g->bufB);
-  ops->free(g->out_g);
-  ops->free(g->out_l);
   free(g);
 }
 
@@ -186,12 +237,13 @@ static void fill_crop(const struct augment_gpu *g, char *h, const struct layout 
   if (p.blur) imgops_gaussian_kernel5(p.sigma, c->k5);
 }
 
-void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *index, int n,
-                       int64_t epoch, float **global, float **local) {
+void augment_gpu_start(struct augment_gpu *g, const void *raw, const int64_t *index, int n,
+                       int64_t epoch) {
   const double t0 = wtime();
   SCD_ASSERT(n >= 0 && n <= g->maxB);
-  *global = g->out_g;
-  *local = g->out_l;
+  SCD_ASSERT(g->begun < 0); /* one batch in the making at a time */
+  const int marked = g->marked;
+  g->marked = 0;
   if (n == 0) return;
   struct slot *s = &g->slot[g->cur];
   g->cur = (g->cur + 1) % NSLOT;
@@ -199,8 +251,8 @@ void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *in
   SCD_ASSERT(L.total <= g->slot_bytes);
   CHECK_CUDA(cudaEventSynchronize(s->uploaded)); /* the slot's previous copy has left */
   char *h = s->pinned;
-  /* The host's part is on the step's critical path: the copy into pinned memory (tens of MB) and
-   * the crops' tables, image by image on the OpenMP threads (each writes its own slots). */
+  /* The host's part: the copy into pinned memory (tens of MB) and the crops' tables, image by
+   * image on the OpenMP threads (each writes its own slots). */
   const int ncrops = 2 + g->nl;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < n; i++) {
@@ -208,23 +260,78 @@ void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *in
            g->image_bytes);
     for (int k = 0; k < ncrops; k++) fill_crop(g, h, &L, n, i, index ? index[i] : i, k, epoch);
   }
-  CHECK_CUDA(cudaStreamWaitEvent(g->copy, s->consumed, 0));
-  CHECK_CUDA(cudaMemcpyAsync(s->dev, h, L.total, cudaMemcpyHostToDevice, g->copy));
-  CHECK_CUDA(cudaEventRecord(s->uploaded, g->copy));
-  void *cs = backend_cuda_stream();
-  CHECK_CUDA(cudaStreamWaitEvent((cudaStream_t)cs, s->uploaded, 0));
+  /* The device mirror is free: its last readers are earlier kernels of this same stream. */
+  CHECK_CUDA(cudaMemcpyAsync(s->dev, h, L.total, cudaMemcpyHostToDevice, g->stream));
+  CHECK_CUDA(cudaEventRecord(s->uploaded, g->stream));
+  const int o = g->next_out;
+  g->next_out = (o + 1) % NOUT;
+  /* The crop buffer's readers on the backend's stream (the step before last) are done. */
+  CHECK_CUDA(cudaStreamWaitEvent(g->stream, g->freed[o], 0));
   const struct augment *a = &g->a;
   char *d = s->dev;
+  void *st = g->stream;
   gaug_scale(d + L.raw, (int)a->dtype, n, a->C_all, a->H, a->W, g->sel_dev, g->nsel, g->mnmx,
-             g->img, cs);
+             g->img, st);
   gaug_crops(g->img, g->nsel, a->H, a->W, (const struct gaug_crop *)(d + L.gcrops), 2 * n, g->G,
              (const int *)(d + L.g[0]), (const float *)(d + L.g[1]), (const int *)(d + L.g[2]),
              (const float *)(d + L.g[3]), (const float *)(d + L.fac), g->mean_dev, g->std_dev,
-             g->bufA, g->bufB, g->out_g, cs);
+             g->bufA, g->bufB, g->out_g[o], st);
   gaug_crops(g->img, g->nsel, a->H, a->W, (const struct gaug_crop *)(d + L.lcrops), g->nl * n, g->L,
              (const int *)(d + L.l[0]), (const float *)(d + L.l[1]), (const int *)(d + L.l[2]),
              (const float *)(d + L.l[3]), (const float *)(d + L.fac), g->mean_dev, g->std_dev,
-             g->bufA, g->bufB, g->out_l, cs);
-  CHECK_CUDA(cudaEventRecord(s->consumed, (cudaStream_t)cs));
-  g->host_s += wtime() - t0;
+             g->bufA, g->bufB, g->out_l[o], st);
+  CHECK_CUDA(cudaEventRecord(g->made[o], g->stream));
+  g->begun = o;
+  const double dt = wtime() - t0;
+  g->host_s += dt;
+  if (marked) {
+    /* The backend stream idles between the end of the work queued before the mark and this
+     * event only if the host part above outlasted that work. */
+    CHECK_CUDA(cudaEventRecord(g->hide.b, (cudaStream_t)backend_cuda_stream()));
+    g->hide.pending = 1;
+  } else {
+    g->exposed_s += dt; /* nothing queued to hide behind */
+  }
+}
+
+void augment_gpu_take(struct augment_gpu *g, float **global, float **local) {
+  const int o = g->begun;
+  SCD_ASSERT(o >= 0);
+  g->begun = -1;
+  cudaStream_t cs = (cudaStream_t)backend_cuda_stream();
+  gap_read(g, &g->wait); /* a caller that never reads: its last take's gap, first */
+  CHECK_CUDA(cudaEventRecord(g->wait.a, cs));
+  CHECK_CUDA(cudaStreamWaitEvent(cs, g->made[o], 0));
+  CHECK_CUDA(cudaEventRecord(g->wait.b, cs));
+  g->wait.pending = 1;
+  /* The previous crops' readers are all queued before this point. */
+  if (g->taken >= 0) CHECK_CUDA(cudaEventRecord(g->freed[g->taken], cs));
+  g->taken = o;
+  *global = g->out_g[o];
+  *local = g->out_l[o];
+}
+
+void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *index, int n,
+                       int64_t epoch, float **global, float **local) {
+  augment_gpu_start(g, raw, index, n, epoch);
+  if (n == 0) { /* nothing made: the buffers as they are */
+    *global = g->out_g[g->next_out];
+    *local = g->out_l[g->next_out];
+    return;
+  }
+  augment_gpu_take(g, global, local);
+}
+
+void augment_gpu_mark(struct augment_gpu *g) {
+  gap_read(g, &g->hide);
+  CHECK_CUDA(cudaEventRecord(g->hide.a, (cudaStream_t)backend_cuda_stream()));
+  g->marked = 1;
+}
+
+double augment_gpu_exposed_seconds(struct augment_gpu *g) {
+  gap_read(g, &g->hide);
+  gap_read(g, &g->wait);
+  const double s = g->exposed_s;
+  g->exposed_s = 0;
+  return s;
 }

@@ -14,10 +14,13 @@
  * normalisation with every float operation rounded on its own in the CPU's order, so GPU crops
  * equal CPU crops (augment_image) bit for bit on the same raw image.
  *
- * The raw batch and the crop tables go through pinned host buffers (two, used in turn) and an
- * asynchronous copy on a stream of their own; the kernels wait for the copy on the backend's
- * stream (backend_cuda_stream).  The host copy into the pinned buffer is the only synchronous
- * part, so the upload of batch t+1 overlaps whatever of step t the GPU has not finished. */
+ * The raw batch and the crop tables go through pinned host buffers (two, used in turn); the upload
+ * and the kernels run on a stream of the augmentation's own into one of two crop buffers, and the
+ * backend's stream (backend_cuda_stream) waits for them by an event.  So the training loop can make
+ * the next batch's crops while this step's backward runs (augment_gpu_start during the step,
+ * augment_gpu_take at the next): the host part hides behind the queued backward, the kernels run
+ * beside it, and only what the backend's stream waits for counts as data time
+ * (augment_gpu_exposed_seconds). */
 #ifndef SCDINO_AUGMENT_GPU_H
 #define SCDINO_AUGMENT_GPU_H
 
@@ -31,14 +34,36 @@ struct augment_gpu;
 struct augment_gpu *augment_gpu_create(const struct augment *a, int max_batch);
 void augment_gpu_destroy(struct augment_gpu *g);
 
-/* Queue the crops of n raw images (host memory, [n][C_all][H][W] of a->dtype; index[i] the global
- * sample index of image i) for epoch: *global gets the device address of [2][n][C][G][G] and
- * *local of [n_local][n][C][L][L] (fp32, owned by g, valid until the next call).  The images must
- * be valid for min-max (the loader leaves out those upstream drops). */
+/* Make the crops of n raw images (host memory, [n][C_all][H][W] of a->dtype; index[i] the global
+ * sample index of image i) for epoch: the host part now (the raw batch copied into pinned memory,
+ * every crop's draws and taps), the upload and the kernels queued on the augmentation's stream, into
+ * the crop buffer the backend's stream has finished with.  raw and index may be reused on return.
+ * At most one batch is started and not taken; n == 0 starts nothing.  The images must be valid for
+ * min-max (the loader leaves out those upstream drops). */
+void augment_gpu_start(struct augment_gpu *g, const void *raw, const int64_t *index, int n,
+                       int64_t epoch);
+
+/* The crops of the batch started last: work queued on the backend's stream from here on sees them.
+ * *global gets the device address of [2][n][C][G][G] and *local of [n_local][n][C][L][L] (fp32,
+ * owned by g); they stay valid for the backend's work queued before the next take but one. */
+void augment_gpu_take(struct augment_gpu *g, float **global, float **local);
+
+/* augment_gpu_start, then augment_gpu_take (n == 0: the buffers, nothing made). */
 void augment_gpu_batch(struct augment_gpu *g, const void *raw, const int64_t *index, int n,
                        int64_t epoch, float **global, float **local);
 
-/* Host seconds spent in augment_gpu_batch (drawing, taps, copying into pinned memory, queueing). */
+/* Before an augment_gpu_start that should hide behind the work queued on the backend's stream so
+ * far: the start then counts as exposed only the backend's idle time between the end of that work
+ * and the end of its own host part (without a mark, all of its host part). */
+void augment_gpu_mark(struct augment_gpu *g);
+
+/* Seconds the augmentation kept the backend's stream idle since the last call (exposed data time):
+ * start's host part where nothing hid it, and take's wait for the crops' kernels.  Waits for the
+ * events it reads (at a step's end they have completed). */
+double augment_gpu_exposed_seconds(struct augment_gpu *g);
+
+/* Host seconds spent in augment_gpu_start (drawing, taps, copying into pinned memory, queueing),
+ * hidden or not. */
 double augment_gpu_host_seconds(const struct augment_gpu *g);
 
 #endif

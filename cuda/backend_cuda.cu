@@ -735,6 +735,8 @@ extern "C" void backend_cuda_set_attention(const char *impl) {
 
 extern "C" const char *backend_cuda_attention(void) { return attn_names[attn_choice]; }
 
+extern "C" void backend_cuda_set_flash_options(int opts) { k_attn_mma_set_options(opts); }
+
 extern "C" void backend_cuda_set_bias_grad(const char *how) {
   if (strcmp(how, "epilogue") && strcmp(how, "kernel"))
     scd_fatal(SCD_EXIT_INPUT, "bias-gradient path '%s': expected 'epilogue' or 'kernel'", how);

@@ -58,6 +58,11 @@ void *backend_cuda_stream(void);
  * the fp32 table keeps 'gemm').  Setting it drops cuDNN's cached plans and refusals. */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
+/* The flash kernels' refinements on tensor cores (cuda/attention_mma.cu), for comparisons: bit 1
+ * the ragged last tile computes only its column tiles that hold tokens, bit 2 sequences of at most
+ * 64 tokens take the one-kernel backward, bit 4 registers capped for more blocks per multiprocessor;
+ * 7 (all) by default. */
+void backend_cuda_set_flash_options(int opts);
 /* How Linear layers' bias gradients are summed: 'epilogue' (default: by the weight gradient's
  * cuBLASLt GEMM, its BGRADB epilogue, so the output gradient is not read again; shapes for which
  * cuBLASLt has no such algorithm, said once in the log, take the kernel) or 'kernel' (a separate

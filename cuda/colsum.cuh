@@ -43,15 +43,27 @@ __device__ void colsum_finish(float *out0, float *out1, float *partial, unsigned
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (threadIdx.y == 0)
-    for (int o = 0; o < NO; o++)
-      for (int j = 0; j < V && c0 + j < cols; j++) {
-        const volatile float *pv = partial + (size_t)o * nchunk * cols; /* other blocks' writes */
-        float s = 0.0f;
-        for (int k = 0; k < nchunk; k++) s += pv[(size_t)k * cols + c0 + j];
-        float *out = o ? out1 : out0;
-        out[c0 + j] = accumulate ? out[c0 + j] + s : s;
-      }
+  /* The strip's columns spread over all 256 threads, each column's chunks added in chunk order
+   * with 8 loads in flight at a time: this tail runs while the rest of the GPU may be idle (one
+   * load at a time, as before 2026-11-27, made it about a third of GELU's backward). */
+  const int strip_c0 = blockIdx.x * 32 * V, tid = threadIdx.y * 32 + threadIdx.x;
+  for (int q = tid; q < NO * 32 * V; q += 32 * 8) {
+    const int o = q / (32 * V), c = strip_c0 + q % (32 * V);
+    if (c >= cols) continue;
+    const volatile float *pv = partial + (size_t)o * nchunk * cols + c; /* other blocks' writes */
+    float s = 0.0f;
+    int k = 0;
+    for (; k + 8 <= nchunk; k += 8) {
+      float t[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) t[u] = pv[(size_t)(k + u) * cols];
+#pragma unroll
+      for (int u = 0; u < 8; u++) s += t[u];
+    }
+    for (; k < nchunk; k++) s += pv[(size_t)k * cols];
+    float *out = o ? out1 : out0;
+    out[c] = accumulate ? out[c] + s : s;
+  }
   if (threadIdx.x == 0 && threadIdx.y == 0) count[blockIdx.x] = 0; /* ready for the next call */
 }
 
@@ -86,6 +98,35 @@ __global__ void colsum_vec_kernel(float *out, float *partial, unsigned *count, F
       float v[V];
       f(r, c0, v);
       for (int j = 0; j < V; j++) acc[0][j] += v[j];
+    }
+  colsum_finish<1, V>(out, (float *)NULL, partial, count, acc, c0, cols, accumulate);
+}
+
+/* As colsum_vec_kernel for a functor in two phases: f.load(r, c0, raw) issues row r's loads and
+ * f.apply(r, c0, raw, v) does the rest (stores included) and sets v.  U rows are loaded before any
+ * is applied, so their loads fly together: the compiler cannot move a load above a store to an
+ * array that may alias it (GELU's backward runs in place).  The sums are added in the same order
+ * as colsum_vec_kernel's. */
+template <int V, int U, typename F>
+__global__ void colsum_vec2_kernel(float *out, float *partial, unsigned *count, F f, int rows, int cols,
+                                   int accumulate) {
+  const int c0 = (blockIdx.x * 32 + threadIdx.x) * V;
+  const int r0 = blockIdx.y * COLSUM_CHUNK, r1 = min(rows, r0 + COLSUM_CHUNK);
+  float acc[1][V];
+  for (int j = 0; j < V; j++) acc[0][j] = 0.0f;
+  if (c0 < cols)
+    for (int r = r0 + threadIdx.y; r < r1; r += 8 * U) {
+      typename F::raw raw[U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (r + 8 * u < r1) f.load(r + 8 * u, c0, raw[u]);
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (r + 8 * u < r1) {
+          float v[V];
+          f.apply(r + 8 * u, c0, raw[u], v);
+          for (int j = 0; j < V; j++) acc[0][j] += v[j];
+        }
     }
   colsum_finish<1, V>(out, (float *)NULL, partial, count, acc, c0, cols, accumulate);
 }
@@ -134,6 +175,24 @@ template <int V, typename F> void colsum_vec_run(float *out, F f, int rows, int 
   unsigned *count = colsum_counters(strips);
   float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
   colsum_vec_kernel<V, F><<<dim3((unsigned)strips, (unsigned)nchunk), dim3(32, 8), 0, cu.stream>>>(
+      out, partial, count, f, rows, cols, accumulate);
+  CHECK_LAUNCH();
+}
+
+/* colsum_vec_run for a two-phase functor (colsum_vec2_kernel), U rows' loads in flight. */
+template <int V, int U, typename F> void colsum_vec2_run(float *out, F f, int rows, int cols, int accumulate) {
+  if (cols <= 0) return;
+  SCD_ASSERT(cols % V == 0);
+  if (rows <= 0) {
+    colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
+    CHECK_LAUNCH();
+    return;
+  }
+  const int nchunk = (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK, strips = (cols + 32 * V - 1) / (32 * V);
+  SCD_ASSERT(nchunk <= 65535);
+  unsigned *count = colsum_counters(strips);
+  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
+  colsum_vec2_kernel<V, U, F><<<dim3((unsigned)strips, (unsigned)nchunk), dim3(32, 8), 0, cu.stream>>>(
       out, partial, count, f, rows, cols, accumulate);
   CHECK_LAUNCH();
 }

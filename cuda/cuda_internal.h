@@ -278,6 +278,13 @@ int k_attn_mma_covers(int BH, int hd, const void *qkv, const void *dout);
 void k_attn_mma_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
 void k_attn_mma_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                     float *Dg, int B, int N, int H, int hd, float scale);
+/* Which of attention_mma.cu's refinements run (all by default; the benchmark compares):
+ * K_ATTN_MMA_SHORT the ragged last tile computes only its column tiles that hold tokens,
+ * K_ATTN_MMA_ONE sequences of at most 64 tokens take the one-kernel backward. */
+#define K_ATTN_MMA_SHORT 1
+#define K_ATTN_MMA_ONE 2
+#define K_ATTN_MMA_OCC 4 /* registers capped: forward 4, backward 3 blocks per multiprocessor */
+void k_attn_mma_set_options(int opts);
 void k_attn_tc_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
 void k_attn_tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                    float *Dg, int B, int N, int H, int hd, float scale);

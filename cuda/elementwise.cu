@@ -42,17 +42,44 @@ void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) { k_convert_from_f32<b
 #define SQRT_2_OVER_PI 0.79788456080286535588f
 #define GELU_TANH_A 0.044715f
 
-template <int A> __device__ __forceinline__ float gelu_of(float v) {
+/* Phi(v) (the normal CDF) and phi(v) (its density) for the exact GELU in bf16 steps: erf by
+ * Abramowitz and Stegun 7.1.26, erf(z) = 1 - t P(t) exp(-z^2) with t = 1 / (1 + p z) for z >= 0
+ * (absolute error at most 1.5e-7, four orders below bf16's rounding), and exp(-v^2 / 2) shared
+ * with phi: one approximate reciprocal and one exponential per element instead of erff's
+ * polynomials and branches and expf, which made GELU's backward cost more than its bytes on an
+ * H100.  fp32 steps keep erff and expf, to compare closely with the CPU backend. */
+__device__ __forceinline__ float gelu_cdf_fast(float v, float *pdf) {
+  const float z = fabsf(v) * INV_SQRT2;
+  const float t = __fdividef(1.0f, 1.0f + 0.3275911f * z);
+  const float e = exp2f(-0.72134752044448170368f * v * v); /* exp(-v^2 / 2) */
+  const float poly =
+      t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float q = 0.5f * poly * e; /* Phi(-|v|) */
+  *pdf = INV_SQRT_2PI * e;
+  return v >= 0.0f ? 1.0f - q : q;
+}
+
+/* GELU (A = 1: the tanh form) of v for activations of type T: the fast exact form for bf16. */
+template <int A, typename T> __device__ __forceinline__ float gelu_of(float v) {
   if (A) return 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + GELU_TANH_A * v * v * v)));
+  if (sizeof(T) == 2) {
+    float pdf;
+    return v * gelu_cdf_fast(v, &pdf);
+  }
   return v * 0.5f * (1.0f + erff(v * INV_SQRT2));
 }
 /* exact: gelu'(x) = Phi(x) + x phi(x); tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) u'(x),
  * t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-template <int A> __device__ __forceinline__ float gelu_grad(float v) {
+template <int A, typename T> __device__ __forceinline__ float gelu_grad(float v) {
   if (A) {
     const float t = tanhf(SQRT_2_OVER_PI * (v + GELU_TANH_A * v * v * v));
     const float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_A * v * v);
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  }
+  if (sizeof(T) == 2) {
+    float pdf;
+    const float cdf = gelu_cdf_fast(v, &pdf);
+    return cdf + v * pdf;
   }
   const float cdf = 0.5f * (1.0f + erff(v * INV_SQRT2));
   const float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
@@ -75,12 +102,12 @@ __global__ void gelu_fwd_kernel(T *y, const T *x, size_t n, size_t nv) {
     float v[V];
     ld_vec(v, x + i * V);
 #pragma unroll
-    for (int k = 0; k < V; k++) v[k] = gelu_of<A>(v[k]);
+    for (int k = 0; k < V; k++) v[k] = gelu_of<A, T>(v[k]);
     st_vec(y + i * V, v);
   }
   GRID_STRIDE(i, n - nv * V) {
     const size_t j = nv * V + i;
-    stf(&y[j], gelu_of<A>(ldf(&x[j])));
+    stf(&y[j], gelu_of<A, T>(ldf(&x[j])));
   }
 }
 template <typename T, int A>
@@ -91,12 +118,12 @@ __global__ void gelu_bwd_kernel(T *dx, const T *dy, const T *x, size_t n, size_t
     ld_vec(v, x + i * V);
     ld_vec(d, dy + i * V);
 #pragma unroll
-    for (int k = 0; k < V; k++) d[k] *= gelu_grad<A>(v[k]);
+    for (int k = 0; k < V; k++) d[k] *= gelu_grad<A, T>(v[k]);
     st_vec(dx + i * V, d);
   }
   GRID_STRIDE(i, n - nv * V) {
     const size_t j = nv * V + i;
-    stf(&dx[j], ldf(&dy[j]) * gelu_grad<A>(ldf(&x[j])));
+    stf(&dx[j], ldf(&dy[j]) * gelu_grad<A, T>(ldf(&x[j])));
   }
 }
 template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n, int approx) {
@@ -119,20 +146,28 @@ template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n, 
 }
 
 /* GELU's backward for 16-byte vectors of a row, and the stored values for the column sums: k_colsum
- * reading dx after k_gelu_bwd, in the same order, without reading dx back. */
+ * reading dx after k_gelu_bwd, in the same order, without reading dx back.  Two phases
+ * (colsum_vec2_kernel): the loads of several rows fly together, dx possibly being dy. */
 template <typename T, int A> struct gelu_bwd_vec {
   T *dx;
   const T *dy, *x;
   int cols;
-  __device__ void operator()(int r, int c0, float *v) const {
-    const int V = vec16<T>::N;
+  struct raw { /* the 16 bytes as loaded (fewer registers than the floats) */
+    uint4 dy, x;
+  };
+  __device__ void load(int r, int c0, raw &w) const {
     const size_t o = (size_t)r * cols + c0;
-    float xv[V];
-    ld_vec(v, dy + o);
-    ld_vec(xv, x + o);
+    w.dy = *(const uint4 *)(dy + o);
+    w.x = *(const uint4 *)(x + o);
+  }
+  __device__ void apply(int r, int c0, const raw &w, float *v) const {
+    const int V = vec16<T>::N;
+    float d[V], xv[V];
+    ld_vec(d, (const T *)&w.dy);
+    ld_vec(xv, (const T *)&w.x);
 #pragma unroll
-    for (int k = 0; k < V; k++) v[k] *= gelu_grad<A>(xv[k]);
-    st_vec(dx + o, v);
+    for (int k = 0; k < V; k++) v[k] = d[k] * gelu_grad<A, T>(xv[k]);
+    st_vec(dx + (size_t)r * cols + c0, v);
 #pragma unroll
     for (int k = 0; k < V; k++) v[k] = rounded<T>(v[k]);
   }
@@ -147,9 +182,9 @@ void k_gelu_bwd_bias(T *dx, float *db, const T *dy, const T *x, int rows, int co
     return;
   }
   if (approx)
-    colsum_vec_run<V>(db, gelu_bwd_vec<T, 1>{dx, dy, x, cols}, rows, cols, 1);
+    colsum_vec2_run<V, 4>(db, gelu_bwd_vec<T, 1>{dx, dy, x, cols}, rows, cols, 1);
   else
-    colsum_vec_run<V>(db, gelu_bwd_vec<T, 0>{dx, dy, x, cols}, rows, cols, 1);
+    colsum_vec2_run<V, 4>(db, gelu_bwd_vec<T, 0>{dx, dy, x, cols}, rows, cols, 1);
 }
 
 /* ---- residual with stochastic depth ------------------------------------------------------------- */

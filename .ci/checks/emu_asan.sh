@@ -18,10 +18,10 @@ if [ ! -f Makefile ]; then
 fi
 progs="tests/emu/test_emu tests/emu/test_cublas_emu tests/emu/gpu_ops tests/emu/gpu_model_ref tests/emu/gpu_train \
 tests/emu/gpu_augment tests/emu/gpu_nccl tests/emu/scdino tests/emu/scdino_allreduce_perf tests/fixtures/train_mkdata \
-tests/fixtures/ckpt_compare"
+tests/fixtures/ckpt_compare tests/fixtures/feat_mkdata"
 tests="tests/emu/test_emu tests/emu/divergent.sh tests/emu/test_cublas_emu tests/emu/gpu_ops tests/emu/gpu_model_ref \
 tests/emu/gpu_train tests/emu/gpu_augment tests/emu/nccl.sh tests/emu/train.sh tests/emu/busbw.sh tests/emu/shared_gpu.sh \
-tests/emu/cudnn.sh"
+tests/emu/cudnn.sh tests/emu/features.sh"
 # shellcheck disable=SC2086
 make -j"$jobs" $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: emu_asan: build"; exit 1; }
 # check_PROGRAMS is narrowed so that make check builds nothing else (all-am still builds scdino).

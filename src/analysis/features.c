@@ -18,6 +18,9 @@
 #include "model/arena.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
+#ifdef HAVE_CUDA
+#include "analysis/features_gpu.h"
+#endif
 
 void features_checkpoint_path(const struct config *cfg, char *buf, size_t n) {
   if (cfg->features.checkpoint[0])
@@ -131,13 +134,21 @@ float *features_compute(const struct features_net *net, const struct features_pr
   struct vit_pass pass;
   struct vit_scratch scr;
   vit_infer_plan(&pass, &scr, v, &a, ops, "features", B, oh, ow);
+  /* On the CUDA backend the GPU prepares the images from the raw batch: the same input bit for bit
+   * (analysis/features_gpu.h), and the host only reads the shards. */
+#ifdef HAVE_CUDA
+  struct features_gpu *fg = !strcmp(ops->name, "cuda") ? features_gpu_create(prep, B) : NULL;
+#else
+  void *fg = NULL;
+#endif
   const size_t img_floats = (size_t)C * oh * ow;
-  float *img_host = xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
+  float *img_host = fg ? NULL : xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
   float *img_dev = ops->alloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
   void *cls_act = ops->alloc(MUL_SIZE((size_t)B * D, ops->act_size));
   float *cls_dev = ops->alloc(MUL_SIZE((size_t)B * D, sizeof(float)));
   const size_t raw_bytes = dataset_image_bytes(ds);
-  void *raw = xmalloc(MUL_SIZE((size_t)B, raw_bytes));
+  /* two raw batches: the next is read while the GPU runs this one's forward */
+  void *raws[2] = {xmalloc(MUL_SIZE((size_t)B, raw_bytes)), xmalloc(MUL_SIZE((size_t)B, raw_bytes))};
 
   const int gathered = all_ranks || rank == 0;
   float *out = xcalloc(gathered ? MUL_SIZE((size_t)n, (size_t)D) : MUL_SIZE((size_t)mine, (size_t)D) + 1,
@@ -149,23 +160,36 @@ float *features_compute(const struct features_net *net, const struct features_pr
 
   const double t0 = wtime();
   double last = t0;
-  for (int64_t b0 = 0; b0 < mine; b0 += B) {
+  if (mine > 0) dataset_read_images(ds, idx + lo, (int)(mine < B ? mine : B), raws[0]);
+  for (int64_t b0 = 0, k = 0; b0 < mine; b0 += B, k++) {
     const int cnt = (int)(mine - b0 < B ? mine - b0 : B);
-    dataset_read_images(ds, idx + lo + b0, cnt, raw);
+    const void *raw = raws[k % 2];
+#ifdef HAVE_CUDA
+    if (fg) features_gpu_prep(fg, raw, cnt, img_dev);
+#endif
+    if (!fg) {
 #pragma omp parallel
-    {
-      double *work = xmalloc(features_prep_work_size(prep) * sizeof(double));
+      {
+        double *work = xmalloc(features_prep_work_size(prep) * sizeof(double));
 #pragma omp for schedule(dynamic, 1)
-      for (int i = 0; i < cnt; i++)
-        my_st[b0 + i] = (int8_t)features_prep_image(prep, (const char *)raw + (size_t)i * raw_bytes,
-                                                    img_host + (size_t)i * img_floats, work);
-      free(work);
+        for (int i = 0; i < cnt; i++)
+          my_st[b0 + i] = (int8_t)features_prep_image(prep, (const char *)raw + (size_t)i * raw_bytes,
+                                                      img_host + (size_t)i * img_floats, work);
+        free(work);
+      }
+      ops->upload(img_dev, img_host, (size_t)cnt * img_floats * sizeof(float));
     }
-    ops->upload(img_dev, img_host, (size_t)cnt * img_floats * sizeof(float));
     vit_forward(v, ops, net->params, &pass, &scr, cnt, img_dev, cls_act, NULL);
     ops->act_to_f32(cls_dev, cls_act, (size_t)cnt * D);
+    if (b0 + cnt < mine) {
+      const int64_t left = mine - b0 - cnt;
+      dataset_read_images(ds, idx + lo + b0 + cnt, (int)(left < B ? left : B), raws[(k + 1) % 2]);
+    }
     float *dst = my_out + (size_t)b0 * D;
     ops->download(dst, cls_dev, (size_t)cnt * D * sizeof(float));
+#ifdef HAVE_CUDA
+    if (fg) features_gpu_status(fg, my_st + b0, cnt);
+#endif
     /* An image that could not be prepared has no features: a zero row, flagged in status. */
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
@@ -174,8 +198,12 @@ float *features_compute(const struct features_net *net, const struct features_pr
   }
   if (mine == 0 && rank == 0) progress(what, 0, 0, n, t0, &last, prep->progress_seconds);
 
-  free(raw);
+  free(raws[0]);
+  free(raws[1]);
   free(img_host);
+#ifdef HAVE_CUDA
+  features_gpu_destroy(fg);
+#endif
   ops->free(img_dev);
   ops->free(cls_act);
   ops->free(cls_dev);

@@ -233,11 +233,14 @@ static void run_epochs(struct trainer *t, int64_t epoch, int64_t it0) {
       const int64_t step = epoch * t->niter + it;
       watchdog_progress("a training step", step);
       fault_inject_step(cfg, step);
-      const struct loader_batch *b = loader_next(t->loader);
+      /* the batch the step before fetched (GPU augmentation: its wait was hidden or counted) */
+      const struct loader_batch *b = t->next_b ? t->next_b : loader_next(t->loader);
+      if (!t->next_b) t->win.data_s += b->wait_seconds;
+      t->next_b = NULL;
       SCD_ASSERT(b && b->batch == it && b->epoch == epoch);
-      t->win.data_s += b->wait_seconds;
       struct step_result r;
       train_step(t, b, epoch, it, &r);
+      t->win.data_s += r.data_s;
       if (r.nonfinite || r.bad_grad >= 0) train_guard_fail(t, epoch, it, &r);
       if (r.images == 0)
         log_warn("epoch %lld iteration %lld: every image of the batch was left out (invalid after "

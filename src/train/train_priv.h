@@ -31,6 +31,7 @@ struct step_result {
   int bad_grad;       /* first tensor (table order) whose averaged gradient is not finite; -1 none */
   double lr, wd, momentum;
   double comm_s;      /* seconds blocked in communication */
+  double data_s;      /* seconds the GPU augmentation kept the GPU idle (exposed, not hidden) */
 };
 
 /* Accumulated timings for the progress line. */
@@ -53,6 +54,8 @@ struct trainer {
   int channels[CKPT_MAX_CHANNELS];
   float *dev_global, *dev_local; /* device copies of a batch's crops */
   struct augment_gpu *ag;        /* GPU augmentation from raw batches (CUDA backend), else NULL */
+  const struct loader_batch *next_b; /* the next batch, fetched by the step before (GPU augmentation) */
+  int prefetched;                /* its crops are being made on the GPU (augment_gpu_start) */
   /* model and optimisation */
   struct dino_model *model;
   struct dino_loss loss;

@@ -48,6 +48,24 @@ static void combine(struct trainer *t, int n, double loss, struct step_result *r
   r->stop = v[4] > 0;
 }
 
+/* GPU augmentation: the epoch's next batch is fetched now and its crops are made on the GPU's
+ * augmentation stream while this step's backward runs; the loader's wait and the host part hide
+ * behind the queued backward (the data time counts only what the GPU waited).  The crops depend on
+ * (seed, epoch, sample, crop) alone, so they are the same as when made at the next step.  The first
+ * batch of an epoch is made at its own step. */
+static void prefetch_next(struct trainer *t, int64_t it) {
+#ifdef HAVE_CUDA
+  if (!t->ag || it + 1 >= t->niter) return;
+  augment_gpu_mark(t->ag);
+  const struct loader_batch *nb = loader_next(t->loader); /* b is no longer valid */
+  augment_gpu_start(t->ag, nb->raw, nb->index, nb->n, nb->epoch);
+  t->next_b = nb;
+  t->prefetched = nb->n > 0;
+#else
+  (void)t, (void)it;
+#endif
+}
+
 void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, int64_t it,
                 struct step_result *r) {
   const struct config *cfg = t->cfg;
@@ -60,6 +78,8 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   r->momentum = t->mom_sched[step];
   const int n = b->n;
   r->bad_grad = -1;
+  const int prefetched = t->prefetched;
+  t->prefetched = 0;
   t->nan_pending = fault_inject_nan_tensor(cfg, step);
 
   /* Forward and loss.  A rank whose whole batch was dropped (every image invalid) contributes
@@ -68,7 +88,10 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   if (n > 0) {
     float *g = t->dev_global, *l = t->dev_local;
 #ifdef HAVE_CUDA
-    if (t->ag) augment_gpu_batch(t->ag, b->raw, b->index, n, b->epoch, &g, &l);
+    if (t->ag) {
+      if (!prefetched) augment_gpu_start(t->ag, b->raw, b->index, n, b->epoch);
+      augment_gpu_take(t->ag, &g, &l);
+    }
 #endif
     if (!t->ag) {
       const size_t C = (size_t)t->nchannels, G = (size_t)b->global_size, L = (size_t)b->local_size;
@@ -111,6 +134,7 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
     }
   }
   if (t->nan_pending >= 0) inject_nan(t); /* a range backward did not hand over: finish reduces it */
+  prefetch_next(t, it); /* b is not used below */
   t->gc->finish(t->gc);
   r->comm_s += t->gc->wait_seconds - c0;
 
@@ -120,4 +144,7 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
                epoch < cfg->training.freeze_last_layer, m->teacher, r->momentum);
   /* The norms clipping computed are the non-finite check (train_guard.c). */
   train_guard_check_grads(t, r);
+#ifdef HAVE_CUDA
+  if (t->ag) r->data_s = augment_gpu_exposed_seconds(t->ag);
+#endif
 }

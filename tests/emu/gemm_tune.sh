@@ -14,7 +14,7 @@ expect_exit 0 "$e/gpu_model_ref" --gemm-tune
 expect_grep '^[0-9]+ checks, 0 failed$'
 expect_exit 0 "$e/gpu_train_bench" -D 32 -L 1 -H 2 -K 256 -g 32 -l 16 -n 2 -R 40 -B 2 -s 1 -w 0 -A tanh -t
 expect_grep 'cuBLASLt tuning: [1-9][0-9]* GEMM shapes, [0-9]+ changed; '
-expect_exit 2 "$e/gpu_train_bench" -B 2 -s 1 -w 0 -a fast
+expect_exit 2 "$e/gpu_train_bench" -B 2 -s 1 -w 0 -i fast
 expect_grep "attention implementation 'fast': expected 'flash', 'gemm' or 'cudnn'"
 # scdino: the deck's key turns it on; the log and the echo say so.
 . "$top_srcdir/tests/cli/train_lib.sh"

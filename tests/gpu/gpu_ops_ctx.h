@@ -21,5 +21,11 @@ void check_gelu_bias(int rows, int cols, int ap);
 void check_adamw_copies(void);
 /* test_gpu_gelu_gemm.c: GELU in the GEMMs, against the CPU's pairs (emulated: every probe verdict). */
 void check_gelu_gemm(int emulated);
+/* test_gpu_ops.c: attention against the CPU's (and its state, forward and backward). */
+void check_attention(int B, int N, int H, int hd);
+/* test_gpu_kernels.c: the flash kernels' tile widths and options (bf16); the bf16 exact GELU within
+ * an ulp of double, forward (y, from dx) and backward (from dgy). */
+void check_flash_tiles(void);
+void check_gelu_ulp(const float *x, const float *gy, const float *y, const void *dx, const void *dgy, size_t n);
 
 #endif

@@ -4,33 +4,44 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin.tar.xz (or bin/) and debs/
-#   STAGE     tests | probe | bench | attn | torch | extra | train | busbw | e2e | goals | all (default
+#   STAGE     tests | probe | bench | attnk | attn | torch | torchtanh | extra | train | busbw | e2e |
+#             features | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer; ops and reference model again with the
 #                    GEMM tuning)
 #             probe  which attention layouts cuDNN builds plans for (tests/gpu/cudnn_probe, with
 #                    cuDNN's own error log), in probe.log
-#             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU and with the
-#                    tanh GELU (in cuBLASLt's epilogues where the library computes it); the same
-#                    with the GEMM algorithms chosen by timing (gpu_train_bench -t: &gpu gemm_tune)
+#             bench  bench/gpu_train_bench in bf16 at batch 64, with the exact GELU (the next
+#                    batch's augmentation during backward, then serially: -S) and with the tanh
+#                    GELU (in cuBLASLt's epilogues where the library computes it); the same with
+#                    the GEMM algorithms chosen by timing (gpu_train_bench -t: &gpu gemm_tune)
+#             attnk  the attention kernels alone (gpu_train_bench -a): forward and backward of the
+#                    step's shapes for each set of the flash kernels' options
 #             attn   the same step with the attention as batched GEMMs and as cuDNN's (the bench
 #                    stage's take the default, the flash kernels)
-#             torch  bench/torch_dino_step.py, eager and torch.compile, batch 64 (then with the
-#                    tanh GELU, to set against scdino's)
+#             torch  bench/torch_dino_step.py at batch 64 in every mode: eager and eager with
+#                    AdamW(fused=True), torch.compile with each AdamW, torch.compile(mode=
+#                    "max-autotune") with the fused AdamW (its compilation takes minutes; the
+#                    inductor cache goes to $OUT/inductor-cache.tar.xz, and comes back from
+#                    PACK_DIR/inductor-cache.tar.xz in a later call); torchtanh: eager and
+#                    compiled with the tanh GELU, to set against scdino's tanh form
 #             extra  more gpu_train_bench runs: bf16 with the bias
 #                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
 #                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
 #             train  scdino itself: a short training run with device = 'cuda' on tiny data
 #             e2e    scdino at full size: one epoch of ViT-S/16 at batch 64 on 3200 synthetic
 #                    5 x 256 x 256 images (loader, GPU augmentation, checkpoint), in e2e.log
+#             features  calculation='features' on the GPU: ViT-S/16 at 224 from 20000 synthetic
+#                    5 x 50 x 50 images (a one-step checkpoint first), batch_size 64 and 256, in
+#                    features.log
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
-#             goals  issue 6's goals at batch 64 in bf16 from results.txt (this run's or an
-#                    earlier one's): images/s over PyTorch eager (1.5x) and torch.compile (1.2x),
-#                    MFU (45 %); judged on scdino's model step (crops made, as PyTorch's are),
-#                    with the full step (GPU augmentation too) alongside; for upstream's exact
-#                    GELU, then for the tanh GELU (both sides in that form)
+#             goals  the goals at batch 64 in bf16 from results.txt (this run's or an earlier
+#                    one's): model step 2,500 images/s and 1.8x the fastest PyTorch mode (every
+#                    mode listed), full step (GPU augmentation overlapped) 2,400 images/s,
+#                    attention at most 3.5 ms of the profiled step; for upstream's exact GELU,
+#                    then for the tanh GELU (both sides in that form)
 # Runs from the repository root.  Needs no MPI, HDF5 or libtiff of its own: the Debian runtime
 # packages in PACK_DIR/debs are unpacked into a private prefix ($TMPDIR/scdino-rt), never into /
 # (without debs/, the system's libraries are used).
@@ -49,7 +60,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests probe bench attn torch extra train busbw e2e goals"
+[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -102,7 +113,10 @@ for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidi
   fi
 done
 export LD_LIBRARY_PATH="${cudnn_dir:+$cudnn_dir:}$base_ld"
-export SCDINO_TESTDATA=$PWD/tests/data OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+# the reference tensors: PACK_DIR's copy where there is one (a checkout in the middle of a change)
+testdata=$PWD/tests/data
+[ -d "$pack/testdata" ] && testdata=$(cd "$pack/testdata" && pwd)
+export SCDINO_TESTDATA=$testdata OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 budget=${SCDINO_GPU_BUDGET:-540}
@@ -175,10 +189,11 @@ fi
 results=$out/results.txt
 touch "$results"
 drop() { grep -v "$1" "$results" > "$results.new"; mv "$results.new" "$results"; }
-[[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-tanh\|-tune\|-tanh-tune\)\? '
+[[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-serial\|-tanh\|-tune\|-tanh-tune\)\? '
 [[ " $stages " == *" attn "* ]] && drop '^scdino-bf16-\(gemm\|flash\|cudnn\) '
 [[ " $stages " == *" extra "* ]] && drop '^scdino-\(bf16-bgrad-kernel\|bf16-tanh-kernel\|fp32\|vitb-bf16\|bf16-b[0-9]*\) '
-[[ " $stages " == *" torch "* ]] && drop '^torch-'
+[[ " $stages " == *" torch "* ]] && drop '^torch-\(eager\|eager-fused\|compile\|compile-fused\|max-autotune-fused\) '
+[[ " $stages " == *" torchtanh "* ]] && drop '^torch-[a-z-]*-tanh '
 bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
   local label=$1 outf=$tmp/scdino-gpu-bench.out
   shift
@@ -204,6 +219,9 @@ if [[ " $stages " == *" bench "* ]]; then
     m=-M
     bench "scdino-bf16-mpi" -B 64 -P bf16 -x $m || note "gpu_train_bench failed: $(tail -1 "$bench_log")"
   fi
+  # the next batch's augmentation serial, at its own step, against the default (made during the
+  # step before's backward)
+  bench "scdino-bf16-serial" -B 64 -P bf16 -s 5 -S $m
   # the tanh GELU: in cuBLASLt's epilogues where the probe finds the library computes it (said
   # at verbosity 2 only, so the RESULT line's gelu_in_gemm tells)
   bench "scdino-bf16-tanh" -B 64 -P bf16 -s 5 -x -A tanh $m
@@ -214,6 +232,13 @@ if [[ " $stages " == *" bench "* ]]; then
   bench "scdino-bf16-tanh-tune" -B 64 -P bf16 -s 5 -A tanh -t $m
   grep -h "cuBLASLt tuning:" "$bench_log" | sort | uniq -c | sort -rn | head -5 | while read -r l; do note "$l"; done
 fi
+if [[ " $stages " == *" attnk "* ]] && afford "gpu_train_bench -a" 40; then
+  # the attention kernels alone: the step's shapes, each set of the flash kernels' options
+  echo "==== gpu_train_bench -a" >> "$bench_log"
+  timeout "$(limit 120)" "$bin/gpu_train_bench" -a ${SCDINO_GPU_BENCH_ARGS:-} > "$tmp/scdino-attn.out" 2>&1
+  cat "$tmp/scdino-attn.out" >> "$bench_log"
+  grep '^attention per step' "$tmp/scdino-attn.out" | while read -r l; do note "$l"; done
+fi
 if [[ " $stages " == *" probe "* ]]; then
   echo "==== cudnn_probe (CUDNN_LOGLEVEL_DBG=2)" > "$out/probe.log"
   CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr timeout "$(limit 120)" "$bin/cudnn_probe" >> "$out/probe.log" 2>&1
@@ -222,26 +247,48 @@ fi
 if [[ " $stages " == *" attn "* ]]; then
   # the attention implementations side by side: whole steps, and the attention's own GPU time (-x)
   # (the bench stage's runs take the default, the flash kernels)
-  bench "scdino-bf16-gemm" -B 64 -P bf16 -s 5 -x -a gemm $m
-  bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x -a cudnn $m
+  bench "scdino-bf16-gemm" -B 64 -P bf16 -s 5 -x -i gemm $m
+  bench "scdino-bf16-cudnn" -B 64 -P bf16 -s 5 -x -i cudnn $m
   grep -h 'cuDNN attention' "$bench_log" | sort -u | while read -r l; do note "$l"; done
 fi
+# PyTorch runs: label, timeout, then torch_dino_step.py's options.  torch.compile's caches go to
+# $tmp/inductor-cache, seeded from PACK_DIR/inductor-cache.tar.xz where an earlier call left one
+# (max-autotune compiles for minutes; a warm cache cuts that, not the step time), and back to
+# $OUT/inductor-cache.tar.xz for the next call.
+export TORCHINDUCTOR_CACHE_DIR=$tmp/inductor-cache
+if [ ! -d "$TORCHINDUCTOR_CACHE_DIR" ] && [ -f "$pack/inductor-cache.tar.xz" ]; then
+  mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && tar -C "$TORCHINDUCTOR_CACHE_DIR" -xJf "$pack/inductor-cache.tar.xz"
+fi
+torch_run() {
+  local label=$1 secs=$2
+  shift 2
+  afford "torch_dino_step.py $*" "$secs" || return 0
+  echo "==== torch_dino_step.py $*" >> "$bench_log"
+  # torch loads its own CUDA libraries: no LD_LIBRARY_PATH of ours
+  if env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 timeout "$(limit 540)" python3 "$torch_py" --batch 64 "$@" >> "$bench_log" 2>&1; then
+    echo "$label $(grep '^RESULT' "$bench_log" | tail -1)" >> "$results"
+  else
+    note "torch_dino_step.py $* failed: $(tail -1 "$bench_log")"
+  fi
+}
+# the script: PACK_DIR's copy where there is one (a checkout in the middle of a change), else the tree's
+torch_py=bench/torch_dino_step.py
+[ -f "$pack/torch_dino_step.py" ] && torch_py=$pack/torch_dino_step.py
 if [[ " $stages " == *" torch "* ]]; then
-  for gelu in none tanh; do
-    for mode in eager compile; do
-      label=torch-$mode$([ $gelu = tanh ] && echo -tanh)
-      # torch.compile compiles both networks first: minutes
-      afford "torch_dino_step.py --mode $mode --gelu $gelu" $([ $mode = compile ] && echo 240 || echo 90) || continue
-      echo "==== torch_dino_step.py --mode $mode --gelu $gelu" >> "$bench_log"
-      # torch loads its own CUDA libraries: no LD_LIBRARY_PATH of ours
-      if env -u LD_LIBRARY_PATH timeout "$(limit 480)" python3 bench/torch_dino_step.py --mode $mode --batch 64 \
-        --gelu $gelu >> "$bench_log" 2>&1; then
-        echo "$label $(grep '^RESULT' "$bench_log" | tail -1)" >> "$results"
-      else
-        note "torch_dino_step.py --mode $mode --gelu $gelu failed: $(tail -1 "$bench_log")"
-      fi
-    done
-  done
+  # every mode; the goals are judged against the fastest
+  torch_run torch-eager 90 --mode eager
+  torch_run torch-eager-fused 90 --mode eager --fused
+  torch_run torch-compile 240 --mode compile
+  torch_run torch-compile-fused 240 --mode compile --fused
+  torch_run torch-max-autotune-fused 300 --mode max-autotune --fused
+fi
+if [[ " $stages " == *" torchtanh "* ]]; then # the tanh GELU on both sides
+  torch_run torch-eager-tanh 90 --mode eager --gelu tanh
+  torch_run torch-compile-fused-tanh 240 --mode compile --fused --gelu tanh
+fi
+if [ -d "${TORCHINDUCTOR_CACHE_DIR:-}" ] && [[ " $stages " == *" torch"* ]]; then
+  tar -C "$TORCHINDUCTOR_CACHE_DIR" -cJf "$out/inductor-cache.tar.xz" . 2>/dev/null
+  [ "$(stat -c %s "$out/inductor-cache.tar.xz" 2>/dev/null || echo 0)" -gt 16000000 ] && rm -f "$out/inductor-cache.tar.xz"
 fi
 if [[ " $stages " == *" extra "* ]]; then
   # bias gradients by a column-sum kernel, against the weight gradient's GEMM epilogue
@@ -317,6 +364,46 @@ NML
   fi
 fi
 
+# ---- feature extraction: ViT-S/16 at 224 from 50 x 50 5-channel images ---------------------------
+# A checkpoint from one training step, then calculation='features' over every image (the GPU
+# prepares them from the raw batches; the host reads the shards), at the default batch and at 256.
+if [[ " $stages " == *" features "* ]] && afford "scdino features" 90; then
+  w=$tmp/scdino-feat
+  rm -rf "$w" && mkdir -p "$w"
+  nimg=20000 arch=vit_small crops="" tb=64 rs=224
+  # SCDINO_GPU_E2E_SMALL=1: a tiny model, data set and crops (the dry run under the emulator)
+  [ "${SCDINO_GPU_E2E_SMALL:-0}" = 1 ] && nimg=24 arch=vit_tiny tb=8 rs=32 \
+    crops="&crops global_size = 32, local_size = 16, local_crops_number = 2 /"
+  echo "==== scdino features: $arch at $rs, $nimg images of 5 x 50 x 50" > "$out/features.log"
+  "$bin/train_mkdata" "$w/shards" "$nimg" 5 50 50 >> "$out/features.log" 2>&1
+  cat > "$w/train.nml" <<NML
+&control calculation = 'train', run_dir = '$w/run' /
+&data shard_dir = '$w/shards' /
+&model arch = '$arch', patch_size = 16, out_dim = 4096 /
+$crops
+&training epochs = 1, batch_size_per_rank = $tb, max_steps = 1, warmup_epochs = 0 /
+&system device = 'cuda', loader_threads = 8 /
+NML
+  if timeout "$(limit 120)" "$bin/scdino" "$w/train.nml" >> "$out/features.log" 2>&1; then
+    for fb in 64 256; do
+      cat > "$w/feat$fb.nml" <<NML
+&control calculation = 'features', run_dir = '$w/run$fb' /
+&data shard_dir = '$w/shards' /
+&features checkpoint = '$w/run/checkpoint.h5', subset = 'all', batch_size = $fb, resize = $rs /
+&system device = 'cuda' /
+NML
+      echo "==== features, batch_size $fb" >> "$out/features.log"
+      if OMP_NUM_THREADS=16 timeout "$(limit 120)" "$bin/scdino" "$w/feat$fb.nml" >> "$out/features.log" 2>&1; then
+        note "scdino features ($arch at $rs, batch_size $fb): $(grep -o '[0-9]* x [0-9]* written to .*' "$out/features.log" | tail -1 | sed 's/written to [^ ]* //')"
+      else
+        note "scdino features (batch_size $fb): FAIL (features.log)"
+      fi
+    done
+  else
+    note "scdino features: the training step for its checkpoint failed (features.log)"
+  fi
+fi
+
 # ---- NCCL bus bandwidth ------------------------------------------------------------------------------
 if [[ " $stages " == *" busbw "* ]]; then
   busbw_log=$out/busbw.log
@@ -353,7 +440,10 @@ if [ -s "${results:-/nonexistent}" ]; then
   } | tee -a "$summary"
 fi
 # ---- the issue's goals -------------------------------------------------------------------------------
-# The fastest scdino bf16 run at batch 64 (any attention, NCCL or MPI) against PyTorch's at batch 64.
+# The fastest scdino bf16 run at batch 64 (any attention, NCCL or MPI) against every PyTorch mode at
+# batch 64: images/s of the model step (crops made once, as PyTorch's are) and of the full step (the
+# GPU augmentation overlapped), the ratio to the fastest PyTorch mode, the attention's GPU time in
+# the profiled step.
 if [[ " $stages " == *" goals "* ]]; then
   if [ -s "$results" ]; then
     for form in none tanh; do
@@ -362,29 +452,34 @@ if [[ " $stages " == *" goals "* ]]; then
           for (i = 2; i <= NF; i++) if (index($i, k "=") == 1) return substr($i, length(k) + 2)
           return ""
         }
-        function verdict(what, t, goal,   r) {
-          if (t <= 0) { printf "  %s: not measured (no PyTorch run at batch 64)\n", what; return }
-          r = best / t
-          printf "  %s: %.2fx (%.2fx with augmentation), goal %.1fx: %s\n", what, r, full / t, goal,
-                 (r >= goal) ? "met" : "NOT met"
+        function goal(what, v, g, unit, less) {
+          printf "  %s: %s%s, goal %s%s%s: %s\n", what, v, unit, less ? "at most " : "at least ", g, unit,
+                 (less ? v + 0 <= g : v + 0 >= g) ? "met" : "NOT met"
         }
         BEGIN { mine = form == "tanh" ? "^scdino-bf16-tanh(-tune)?$" : "^scdino-bf16(-gemm|-flash|-cudnn|-mpi|-tune)?$"
-                sfx = form == "tanh" ? "-tanh" : "" }
+                tmine = form == "tanh" ? "^torch-.*-tanh$" : "^torch-[a-z-]*$" }
         $1 ~ mine && get("batch") == 64 {
           v = get("model_images_per_s") + 0
-          if (v > best) { best = v; label = $1; full = get("images_per_s") + 0; mfu = get("model_mfu") + 0; fmfu = get("mfu") + 0 }
+          if (v > best) { best = v; label = $1; full = get("images_per_s") + 0; attn = get("prof_attn_ms") + 0 }
         }
-        $1 == "torch-eager" sfx && get("batch") == 64 { eager = get("images_per_s") + 0 }
-        $1 == "torch-compile" sfx && get("batch") == 64 { compiled = get("images_per_s") + 0 }
+        $1 ~ tmine && (form == "tanh" || $1 !~ /-tanh$/) && get("batch") == 64 {
+          v = get("images_per_s") + 0
+          tl[++nt] = $1; tv[nt] = v
+          if (v > tbest) { tbest = v; tlabel = $1 }
+        }
         END {
           print ""
           if (best <= 0) { printf "goals (GELU %s): no scdino bf16 run at batch 64 in results.txt\n", form; exit }
-          printf "goals at batch 64, bf16, GELU %s: scdino %s, %.1f images/s (model step), %.1f (with GPU augmentation)\n",
+          printf "goals at batch 64, bf16, GELU %s: scdino %s, %.1f images/s (model step), %.1f (full step, GPU augmentation)\n",
                  form == "tanh" ? "tanh (both sides)" : "exact (upstream)", label, best, full
-          verdict("images/s over PyTorch eager", eager, 1.5)
-          verdict("images/s over torch.compile", compiled, 1.2)
-          printf "  MFU %.1f %% (%.1f %% with augmentation), goal 45 %%: %s\n", 100 * mfu, 100 * fmfu,
-                 (mfu >= 0.45) ? "met" : "NOT met"
+          goal("model step images/s", sprintf("%.1f", best), 2500, "", 0)
+          goal("full step images/s", sprintf("%.1f", full), 2400, "", 0)
+          if (tbest <= 0) printf "  over PyTorch: not measured (no PyTorch run at batch 64)\n"
+          else {
+            for (i = 1; i <= nt; i++) printf "  over %s (%.1f images/s): %.2fx\n", tl[i], tv[i], best / tv[i]
+            goal("over the fastest PyTorch, " tlabel, sprintf("%.2f", best / tbest), 1.8, "x", 0)
+          }
+          if (attn > 0) goal("attention, forward + backward (profiled step)", sprintf("%.2f", attn), 3.5, " ms", 1)
         }' "$results" | tee -a "$summary"
     done
   else

@@ -340,7 +340,7 @@ static void attention_lse(float *lse, const float *qkv, int B, int N, int H, int
   free(s);
 }
 
-static void check_attention(int B, int N, int H, int hd) {
+void check_attention(int B, int N, int H, int hd) {
   char nm[128];
   const size_t D = (size_t)H * hd, nqkv = (size_t)B * N * 3 * D, no = (size_t)B * N * D;
   const size_t np = (size_t)B * H * N * N;
@@ -416,6 +416,7 @@ static void check_gelu(size_t n, int ap) {
   cpu->gelu_fwd(yr, x, n, ap);
   gpu_act_down(g, y, dy, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd (approx %d) n=%zu", tag, ap, n), y, yr, n, TOL);
+  if (gpu_is_bf16(g) && ap == 0) check_gelu_ulp(x, gy, y, dx, dgy, n);
   g->gelu_fwd(dx, dx, n, ap); /* in place */
   gpu_act_down(g, y, dx, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd in place", tag), y, yr, n, TOL);
@@ -718,12 +719,14 @@ static void run_all(const char *precision) {
     }
     unsetenv("SCDINO_EMU_CUDNN");
   }
+  if (gpu_is_bf16(g)) check_flash_tiles();
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
   for (int ap = 0; ap < 2; ap++) {
     check_gelu(10007, ap);
     check_gelu_bias(300, 1152, ap); /* 16-byte vectors, 3 chunks of rows, a part strip */
     check_gelu_bias(37, 13, ap);    /* one element at a time */
+    check_gelu_bias(1300, 72, ap);  /* 11 chunks: the chunk sums 8 at a time, then 3 */
   }
   check_gelu_gemm(emulated);
   check_residual(3, 5, 48, 0);
