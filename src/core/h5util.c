@@ -1,9 +1,69 @@
-/* h5util.c - small HDF5 writing helpers shared by the output files (features, kNN, attention, shards). */
+/* h5util.c - the HDF5 lock and the HDF5 helpers shared by the files scdino reads and writes. */
 #include "build_config.h"
+
+#include <pthread.h>
+#include <time.h>
 
 #include "core/h5util.h"
 
 #include "core/check.h"
+
+/* ---- the lock ---- */
+
+/* Recursive, so that the thread ending the process can take it although it may hold it already
+ * (a failure inside a locked HDF5 call); h5_depth counts this thread's holds, h5_quiesce_held
+ * those of them that h5util_quiesce took. */
+static pthread_mutex_t h5_mu;
+static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
+static _Thread_local int h5_depth, h5_quiesce_held;
+
+static void h5_mu_init(void) {
+  pthread_mutexattr_t a;
+  CHECK_PTHREAD(pthread_mutexattr_init(&a));
+  CHECK_PTHREAD(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE));
+  CHECK_PTHREAD(pthread_mutex_init(&h5_mu, &a));
+  CHECK_PTHREAD(pthread_mutexattr_destroy(&a));
+}
+
+void h5util_lock(void) {
+  pthread_once(&h5_once, h5_mu_init);
+  CHECK_PTHREAD(pthread_mutex_lock(&h5_mu));
+  h5_depth++;
+}
+
+void h5util_unlock(void) {
+  h5_depth--;
+  CHECK_PTHREAD(pthread_mutex_unlock(&h5_mu));
+}
+
+void h5util_quiesce(void) {
+  pthread_once(&h5_once, h5_mu_init);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 10;
+  if (pthread_mutex_timedlock(&h5_mu, &ts) == 0) {
+    h5_depth++;
+    h5_quiesce_held++;
+  }
+}
+
+void h5util_unquiesce(void) {
+  while (h5_quiesce_held > 0) {
+    h5_quiesce_held--;
+    h5_depth--;
+    pthread_mutex_unlock(&h5_mu);
+  }
+}
+
+void h5util_release_thread(void) {
+  while (h5_depth > 0) {
+    h5_depth--;
+    pthread_mutex_unlock(&h5_mu);
+  }
+  h5_quiesce_held = 0;
+}
+
+/* ---- writing ---- */
 
 hid_t h5util_str_type(void) {
   hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));

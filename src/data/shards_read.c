@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "data/shards.h"
 
 struct shard_file {
@@ -246,7 +247,7 @@ struct dataset *dataset_open(const char *shard_dir) {
         "interrupted prepare leaves no manifest)", mf, shard_dir);
   if (!is_regular(mf)) BAD("%s: not a regular file", mf);
 
-  shards_h5_lock();
+  h5util_lock();
   char why[256], s[256];
   hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) BAD("%s: cannot open the manifest: %s", mf, h5_reason(why));
@@ -368,13 +369,13 @@ struct dataset *dataset_open(const char *shard_dir) {
     free(skip);
   }
   H5Fclose(f);
-  shards_h5_unlock();
+  h5util_unlock();
   return ds;
 }
 
 void dataset_close(struct dataset *ds) {
   if (!ds) return;
-  shards_h5_lock();
+  h5util_lock();
   for (int k = 0; k < ds->nshards; k++) {
     struct shard_file *sf = &ds->shards[k];
     if (atomic_load(&sf->ready)) {
@@ -385,7 +386,7 @@ void dataset_close(struct dataset *ds) {
     free(sf->addr);
     free_strs(sf->paths, sf->count);
   }
-  shards_h5_unlock();
+  h5util_unlock();
   free(ds->shards);
   free_strs(ds->class_names, ds->nclasses);
   free_strs(ds->channel_names, ds->C);
@@ -558,12 +559,12 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
 static struct shard_file *shard_ready(struct dataset *ds, int k) {
   struct shard_file *sf = &ds->shards[k];
   if (!atomic_load_explicit(&sf->ready, memory_order_acquire)) {
-    shards_h5_lock();
+    h5util_lock();
     if (!atomic_load_explicit(&sf->ready, memory_order_relaxed)) {
       shard_open(ds, sf);
       atomic_store_explicit(&sf->ready, 1, memory_order_release);
     }
-    shards_h5_unlock();
+    h5util_unlock();
   }
   return sf;
 }
@@ -584,12 +585,12 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
   hsize_t count[4] = {1, (hsize_t)ds->C, (hsize_t)ds->H, (hsize_t)ds->W};
   hid_t native = ds->dtype == DATASET_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
   char why[256];
-  shards_h5_lock();
+  h5util_lock();
   if (sf->chunk_read && ds->direct_io) {
     uint32_t mask = 0;
     if (H5Dread_chunk(sf->images, H5P_DEFAULT, start, &mask, out) < 0)
       BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5_reason(why));
-    shards_h5_unlock();
+    h5util_unlock();
     return;
   }
   hid_t fsp = H5Dget_space(sf->images);
@@ -599,7 +600,7 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
   if (e < 0) BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5_reason(why));
   H5Sclose(msp);
   H5Sclose(fsp);
-  shards_h5_unlock();
+  h5util_unlock();
 }
 
 void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void *out) {
@@ -619,7 +620,7 @@ void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void
 void dataset_relpath(struct dataset *ds, int64_t i, char *buf, size_t n) {
   check_index(ds, i);
   struct shard_file *sf = shard_ready(ds, shard_of(ds, i));
-  shards_h5_lock();
+  h5util_lock();
   if (!sf->paths) {
     int64_t np = 0;
     sf->paths = rd_strs(sf->file, "paths", &np);
@@ -627,7 +628,7 @@ void dataset_relpath(struct dataset *ds, int64_t i, char *buf, size_t n) {
       BAD("%s: dataset 'paths' is missing or does not have %lld entries", sf->path, (long long)sf->count);
   }
   snprintf(buf, n, "%s", sf->paths[i - sf->first]);
-  shards_h5_unlock();
+  h5util_unlock();
 }
 
 void dataset_path(struct dataset *ds, int64_t i, char *buf, size_t n) {
@@ -649,7 +650,7 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     snprintf(why, n, "no %s", mf);
     return -1;
   }
-  shards_h5_lock();
+  h5util_lock();
   int rc = -1;
   hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
   int64_t ver = 0, crop = 0, ch = 0, nch = 0;
@@ -696,6 +697,6 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
   }
   free_strs(names, nch);
   if (f >= 0) H5Fclose(f);
-  shards_h5_unlock();
+  h5util_unlock();
   return rc;
 }

@@ -31,9 +31,6 @@ struct shard_writer {
   int finished;
 };
 
-void shards_h5_lock(void) { scd_h5_lock(); }
-void shards_h5_unlock(void) { scd_h5_unlock(); }
-
 size_t dataset_dtype_size(int dtype) { return dtype == DATASET_F32 ? 4 : 2; }
 const char *dataset_dtype_name(int dtype) { return dtype == DATASET_F32 ? "float32" : "uint16"; }
 
@@ -92,7 +89,7 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
   w->block = xmalloc(MUL_SIZE(WRITER_BLOCK, w->image_bytes));
 
   fs_atomic_begin(path, w->tmp, sizeof w->tmp);
-  shards_h5_lock();
+  h5util_lock();
   w->file = (hid_t)CHECK_H5(H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   hsize_t dims[4] = {0, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hsize_t maxdims[4] = {H5S_UNLIMITED, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
@@ -106,7 +103,7 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
   w->images = (hid_t)CHECK_H5(H5Dcreate2(w->file, "images", file_type(dtype), sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   CHECK_H5(H5Pclose(dcpl));
   CHECK_H5(H5Sclose(sp));
-  shards_h5_unlock();
+  h5util_unlock();
   return w;
 }
 
@@ -116,7 +113,7 @@ static void writer_flush_block(struct shard_writer *w) {
   hsize_t dims[4] = {(hsize_t)w->n, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
   hsize_t start[4] = {first, 0, 0, 0};
   hsize_t count[4] = {(hsize_t)w->nblock, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
-  shards_h5_lock();
+  h5util_lock();
   CHECK_H5(H5Dset_extent(w->images, dims));
   hid_t fsp = (hid_t)CHECK_H5(H5Dget_space(w->images));
   CHECK_H5(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL));
@@ -124,7 +121,7 @@ static void writer_flush_block(struct shard_writer *w) {
   CHECK_H5(H5Dwrite(w->images, mem_type(w->dtype), msp, fsp, H5P_DEFAULT, w->block));
   CHECK_H5(H5Sclose(msp));
   CHECK_H5(H5Sclose(fsp));
-  shards_h5_unlock();
+  h5util_unlock();
   w->nblock = 0;
 }
 
@@ -170,7 +167,7 @@ static void write_offsets(struct shard_writer *w) {
 void shard_writer_finish(struct shard_writer *w) {
   SCD_ASSERT(!w->finished);
   writer_flush_block(w);
-  shards_h5_lock();
+  h5util_lock();
   write_offsets(w);
   dset_1d(w->file, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, w->n, w->labels);
   dset_1d(w->file, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, w->n, w->index);
@@ -179,7 +176,7 @@ void shard_writer_finish(struct shard_writer *w) {
   attr_i32(w->file, "version", SHARDS_VERSION);
   CHECK_H5(H5Dclose(w->images));
   CHECK_H5(H5Fclose(w->file));
-  shards_h5_unlock();
+  h5util_unlock();
   for (int64_t i = 0; i < w->n; i++) free(w->paths[i]);
   free(w->paths);
   free(w->labels);
@@ -194,13 +191,13 @@ void shard_writer_commit(struct shard_writer *w, int64_t index_delta) {
   SCD_ASSERT(w->finished);
   if (index_delta != 0 && w->n > 0) {
     for (int64_t i = 0; i < w->n; i++) w->index[i] += index_delta;
-    shards_h5_lock();
+    h5util_lock();
     hid_t f = (hid_t)CHECK_H5(H5Fopen(w->tmp, H5F_ACC_RDWR, H5P_DEFAULT));
     hid_t d = (hid_t)CHECK_H5(H5Dopen2(f, "index", H5P_DEFAULT));
     CHECK_H5(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, w->index));
     CHECK_H5(H5Dclose(d));
     CHECK_H5(H5Fclose(f));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   fs_atomic_commit(w->tmp, w->path);
   free(w->index);
@@ -225,7 +222,7 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   char path[PATH_MAX], tmp[PATH_MAX];
   fs_join(path, sizeof path, shard_dir, SHARDS_MANIFEST);
   fs_atomic_begin(path, tmp, sizeof tmp);
-  shards_h5_lock();
+  h5util_lock();
   hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   h5util_write_attr_str(f, "format", SHARDS_FORMAT);
   attr_i32(f, "version", SHARDS_VERSION);
@@ -255,6 +252,6 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   dset_1d(f, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->mean);
   dset_1d(f, "std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->std);
   CHECK_H5(H5Fclose(f));
-  shards_h5_unlock();
+  h5util_unlock();
   fs_atomic_commit(tmp, path);
 }

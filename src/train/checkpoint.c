@@ -13,8 +13,8 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "core/log.h"
-#include "data/shards.h"
 #include "input/config.h"
 #include "model/dino_loss.h"
 #include "model/optim.h"
@@ -310,10 +310,10 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
     char *deck = deck_text(st->cfg);
     /* HDF5 is not thread-safe and the loader threads may be reading shards through it. */
     wpath = paths[0];
-    shards_h5_lock();
+    h5util_lock();
     size_t size;
     void *image = build_image(st, &h, deck, &size);
-    shards_h5_unlock();
+    h5util_unlock();
     free(deck);
     /* One image, written to checkpoint.h5 (keeping the previous one) and checkpoint_EEEE.h5. */
     for (int i = 0; i < npaths; i++) write_image(paths[i], image, size, i == 0 && st->keep_prev, st->cfg);

@@ -11,7 +11,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
-#include "data/shards.h"
+#include "core/h5util.h"
 #include "model/dino_loss.h"
 #include "model/optim.h"
 #include "train/checkpoint.h"
@@ -188,11 +188,11 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
 
 void checkpoint_read_info(const char *path, struct ckpt_info *info) {
   if (comm_rank() == 0) {
-    shards_h5_lock(); /* the loader threads may be using HDF5 */
+    h5util_lock(); /* the loader threads may be using HDF5 */
     hid_t fid = open_checkpoint(path);
     read_info(fid, path, info);
     CHECK_H5(H5Fclose(fid));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
 }
@@ -376,10 +376,10 @@ void checkpoint_load_weights(const char *path, enum ckpt_which which, const stru
   float *host = xcalloc(tt->size, sizeof(float));
   if (comm_rank() == 0) {
     struct ckpt_info info;
-    shards_h5_lock();
+    h5util_lock();
     load_weights_rank0(path, tt, NULL, 0, which == CKPT_STUDENT ? host : NULL,
                        which == CKPT_TEACHER ? host : NULL, &info, NULL);
-    shards_h5_unlock();
+    h5util_unlock();
   }
   bcast_upload(ops, params, host, tt->size);
   free(host);
@@ -389,9 +389,9 @@ void checkpoint_load_model(const char *path, struct dino_model *m, struct ckpt_i
   const size_t n = m->tt.size;
   float *s = xcalloc(n, sizeof(float)), *t = xcalloc(n, sizeof(float));
   if (comm_rank() == 0) {
-    shards_h5_lock();
+    h5util_lock();
     load_weights_rank0(path, &m->tt, &m->spec, 0, s, t, info, NULL);
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
   bcast_upload(m->ops, m->student, s, n);
@@ -443,7 +443,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
   float *hc = xcalloc((size_t)K, sizeof(float));
   int64_t *steps = xcalloc((size_t)tt->n, sizeof *steps);
   if (comm_rank() == 0) {
-    shards_h5_lock();
+    h5util_lock();
     hid_t fid;
     load_weights_rank0(path, tt, &m->spec, 1, hs, ht, info, &fid);
     if (!info->has_state)
@@ -461,7 +461,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
     read_tensor(fid, path, "dino_loss", &c, hc, "");
     read_metrics(fid, path, &st->metrics);
     CHECK_H5(H5Fclose(fid));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
   comm_bcast(&st->metrics, sizeof st->metrics, 0);
