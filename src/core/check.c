@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <hdf5.h>
-
 #include "core/check.h"
 #include "core/h5util.h"
 
@@ -250,19 +248,10 @@ void scd_check_mpi_fail(int err, const char *expr, const char *file, int line) {
   scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
 }
 
-/* Walk the HDF5 error stack upward (innermost first) and keep that first description: it names
- * the real cause ("file signature not found") rather than the API-level "unable to open file". */
-static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
-  char *out = data;
-  if (n == 0 && e->desc) snprintf(out, 512, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
-  return 0;
-}
-
 long long scd_check_h5(long long ret, const char *expr, const char *file, int line) {
   if (ret >= 0) return ret;
-  char msg[512] = "HDF5 call failed";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, msg);
-  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
+  char msg[512];
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, h5util_reason(msg, sizeof msg, 1));
 }
 
 void scd_check_tiff_fail(const char *expr, const char *file, int line) {

@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "core/h5util.h"
@@ -63,48 +64,29 @@ void h5util_release_thread(void) {
   h5_quiesce_held = 0;
 }
 
-/* ---- writing ---- */
+/* ---- HDF5's reason ---- */
 
-hid_t h5util_str_type(void) {
-  hid_t t = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-  CHECK_H5(H5Tset_size(t, H5T_VARIABLE));
-  CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-  return t;
+struct innermost {
+  char *buf;
+  size_t n;
+  int with_func, found;
+};
+
+/* Walked upward (innermost first): keep the first description, which names the real cause. */
+static herr_t walk_innermost(unsigned n, const H5E_error2_t *e, void *data) {
+  struct innermost *w = data;
+  if (n != 0 || !e->desc) return 0;
+  if (w->with_func)
+    snprintf(w->buf, w->n, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
+  else
+    snprintf(w->buf, w->n, "%s", e->desc);
+  w->found = 1;
+  return 0;
 }
 
-void h5util_write_dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
-                       const void *data) {
-  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(rank, dims, NULL));
-  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-  CHECK_H5(H5Dclose(d));
-  CHECK_H5(H5Sclose(sp));
-}
-
-void h5util_write_strings(hid_t loc, const char *name, const char *const *s, hsize_t n) {
-  hid_t t = h5util_str_type();
-  h5util_write_dset(loc, name, t, t, 1, &n, s);
-  CHECK_H5(H5Tclose(t));
-}
-
-void h5util_write_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hsize_t n, const void *v) {
-  hid_t sp = (hid_t)(n ? CHECK_H5(H5Screate_simple(1, &n, NULL)) : CHECK_H5(H5Screate(H5S_SCALAR)));
-  hid_t a = (hid_t)CHECK_H5(H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT));
-  CHECK_H5(H5Awrite(a, mtype, v));
-  CHECK_H5(H5Aclose(a));
-  CHECK_H5(H5Sclose(sp));
-}
-
-void h5util_write_attr_str(hid_t obj, const char *name, const char *v) {
-  hid_t t = h5util_str_type();
-  h5util_write_attr(obj, name, t, t, 0, &v);
-  CHECK_H5(H5Tclose(t));
-}
-
-void h5util_write_attr_i64(hid_t obj, const char *name, int64_t v) {
-  h5util_write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, &v);
-}
-
-void h5util_write_attr_f64(hid_t obj, const char *name, double v) {
-  h5util_write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, &v);
+const char *h5util_reason(char *buf, size_t n, int with_func) {
+  struct innermost w = {buf, n, with_func, 0};
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_innermost, &w);
+  if (!w.found) snprintf(buf, n, "HDF5 gave no reason");
+  return buf;
 }

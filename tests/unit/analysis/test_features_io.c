@@ -247,19 +247,19 @@ static void test_malformed(void) {
 
   p = good_copy("no_labels.h5", &f);
   delete_link(p, "labels");
-  expect_fatal(p, "missing dataset 'labels'");
+  expect_fatal(p, "dataset 'labels' is missing");
   p = good_copy("no_features.h5", &f);
   delete_link(p, "features");
-  expect_fatal(p, "missing dataset 'features'");
+  expect_fatal(p, "dataset 'features' is missing");
   p = good_copy("no_index.h5", &f);
   delete_link(p, "index");
-  expect_fatal(p, "missing dataset 'index'");
+  expect_fatal(p, "dataset 'index' is missing");
   p = good_copy("no_paths.h5", &f);
   delete_link(p, "paths");
-  expect_fatal(p, "missing dataset 'paths'");
+  expect_fatal(p, "dataset 'paths' is missing");
   p = good_copy("no_classes.h5", &f);
   delete_link(p, "class_names");
-  expect_fatal(p, "missing dataset 'class_names'");
+  expect_fatal(p, "dataset 'class_names' is missing");
 
   int32_t lab13[13] = {0};
   hsize_t d13 = 13;
@@ -299,10 +299,10 @@ static void test_malformed(void) {
   expect_fatal(p, "format version 2 is not supported");
   p = good_copy("no_format.h5", &f);
   delete_attr(p, "format");
-  expect_fatal(p, "missing root attribute 'format'");
+  expect_fatal(p, "attribute 'format' is missing");
   p = good_copy("no_epoch.h5", &f);
   delete_attr(p, "epoch");
-  expect_fatal(p, "missing root attribute 'epoch'");
+  expect_fatal(p, "attribute 'epoch' is missing");
 
   /* Bad values: written through features_write, which does not judge them. */
   f.x[3 * 4 + 2] = NAN;

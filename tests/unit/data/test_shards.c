@@ -339,7 +339,7 @@ static void broken(const char *dir) {
 
   make_set(dir, DATASET_U16, 2, counts, 7, NULL, 0);
   edit_manifest(dir, "channels", NULL, 4, NULL);
-  expect_open_error("wrong channel count", dir, "'channel_names' is missing or does not have 4");
+  expect_open_error("wrong channel count", dir, "'channel_names' has 3 entries, not one per channel (4)");
 
   make_set(dir, DATASET_U16, 2, counts, 7, NULL, 0);
   snprintf(path, sizeof path, "%s/shard-00001.h5", dir);
