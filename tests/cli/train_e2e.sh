@@ -37,7 +37,7 @@ expect_grep "train: [0-9]+ parameters \(backbone [0-9]+, head [0-9]+\)"
 expect_grep "train: data shards: 480 images of 5 x 50 x 50, 8 classes; train split 385, validation 95"
 expect_grep "train: batch 16 per rank x 1 rank = 16 per step; 25 iterations per epoch, 4 epochs, 100 steps"
 expect_grep "train: lr peak 0.0003125 "
-expect_grep "Epoch \[0/4\] it 10/25 eta [0-9.hms]+ loss [0-9.]+ lr [0-9.e+-]+ wd [0-9.]+ img/s [0-9.]+ \| data [0-9]+% compute [0-9]+% comm [0-9]+% \| mem [0-9.]+ [MG]iB"
+expect_grep "Epoch \[0/4\] it 10/25 eta [^ ]+ loss [0-9.]+ lr [0-9.e+-]+ wd [0-9.]+ img/s [0-9.]+ \| data [0-9]+% compute [0-9]+% comm [0-9]+% \| mem [0-9.]+ [MG]iB"
 expect_grep "Averaged stats: loss [0-9.]+ lr [0-9.e+-]+ wd [0-9.]+ \(epoch 3: 25 steps, 385 images"
 
 # log.txt: four lines with upstream's fields.
