@@ -255,15 +255,21 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
     struct host_state h;
     host_download(st, &h);
     char *deck = deck_text(st->cfg);
+    const double t1 = wtime();
     /* HDF5 is not thread-safe and the loader threads may be reading shards through it. */
     h5util_lock();
     size_t size;
     void *image = build_image(paths[0], st, &h, deck, &size);
     h5util_unlock();
     free(deck);
+    const double t2 = wtime();
     /* One image, written to checkpoint.h5 (keeping the previous one) and checkpoint_EEEE.h5. */
     for (int i = 0; i < npaths; i++) write_image(paths[i], image, size, i == 0 && st->keep_prev, st->cfg);
     free(image);
+    /* Which phase a slow checkpoint spends its time in (&control verbosity = 3): the copy from the
+     * device, the HDF5 image (waiting for the loader threads' HDF5 lock too), or the file system. */
+    log_debug("checkpoint %s: %zu bytes; state copied to the host in %.3f s, HDF5 image built in %.3f s, "
+              "written %d time(s) in %.3f s", paths[0], size, t1 - t0, t2 - t1, npaths, wtime() - t2);
     for (int i = 0; i < npaths; i++)
       log_detail("checkpoint %s written (epoch %lld, iteration %lld) in %.2f s", paths[i],
                  (long long)st->epoch, (long long)st->iteration, wtime() - t0);

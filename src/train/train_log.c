@@ -92,6 +92,10 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
            "compute %.0f%% comm %.0f%% | mem %s",
            (long long)epoch, (long long)t->epochs, (long long)(it + 1), (long long)t->niter, eta, loss,
            r->lr, r->wd, dt > 0 ? (double)w->images / dt : 0.0, data, comp, comm, mem);
+  /* Every rank's own share of the window: the rank that waits for data, or that the others wait
+   * for in the all-reduce (their comm time is its lateness), shows here (&control verbosity = 3). */
+  log_debug("train: global step %lld: %lld steps in %.3f s since the last line: waiting for data %.3f s, in "
+            "communication %.3f s", (long long)step, (long long)w->steps, dt, w->data_s, w->comm_s);
   memset(w, 0, sizeof *w);
   w->t0 = now;
 }
