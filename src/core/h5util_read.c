@@ -159,46 +159,40 @@ int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n) {
   return rc;
 }
 
-/* count to max values of class cls as mtype. */
+/* 1 to max values of class cls as mtype (elem bytes each) into v, their number into *count; v is
+ * written only when all of them were read. */
 static int attr_read_nums(hid_t obj, const char *name, H5T_class_t cls, const char *want, int max, hid_t mtype,
-                          void *v, int *count) {
+                          size_t elem, void *v, int *count) {
   hid_t a, ft;
-  int rc = attr_open(obj, name, cls, max, want, &a, &ft, count);
+  int n;
+  int rc = attr_open(obj, name, cls, max, want, &a, &ft, &n);
   if (rc != H5UTIL_OK) return rc;
-  rc = H5Aread(a, mtype, v) >= 0 ? ok() : attr_read_failed(obj, name);
+  void *x = xmalloc(MUL_SIZE((size_t)n, elem));
+  rc = H5Aread(a, mtype, x) >= 0 ? ok() : attr_read_failed(obj, name);
+  if (rc == H5UTIL_OK) {
+    memcpy(v, x, (size_t)n * elem);
+    *count = n;
+  }
+  free(x);
   H5Tclose(ft);
   H5Aclose(a);
   return rc;
 }
 
 int h5util_attr_read_i64(hid_t obj, const char *name, int64_t *v) {
-  int64_t x;
-  int count;
-  int rc = attr_read_nums(obj, name, H5T_INTEGER, "a single integer", 1, H5T_NATIVE_INT64, &x, &count);
-  if (rc == H5UTIL_OK) *v = x;
-  return rc;
+  int n;
+  return attr_read_nums(obj, name, H5T_INTEGER, "a single integer", 1, H5T_NATIVE_INT64, sizeof *v, v, &n);
 }
 
 int h5util_attr_read_f64(hid_t obj, const char *name, double *v) {
-  double x;
-  int count;
-  int rc = attr_read_nums(obj, name, H5T_FLOAT, "a single real number", 1, H5T_NATIVE_DOUBLE, &x, &count);
-  if (rc == H5UTIL_OK) *v = x;
-  return rc;
+  int n;
+  return attr_read_nums(obj, name, H5T_FLOAT, "a single real number", 1, H5T_NATIVE_DOUBLE, sizeof *v, v, &n);
 }
 
 int h5util_attr_read_i64s(hid_t obj, const char *name, int64_t *v, int max, int *n) {
   char want[64];
   snprintf(want, sizeof want, "1 to %d integers", max);
-  int64_t *x = xmalloc(MUL_SIZE((size_t)(max > 0 ? max : 1), sizeof *x));
-  int count = 0;
-  int rc = attr_read_nums(obj, name, H5T_INTEGER, want, max, H5T_NATIVE_INT64, x, &count);
-  if (rc == H5UTIL_OK) {
-    memcpy(v, x, (size_t)count * sizeof *x);
-    *n = count;
-  }
-  free(x);
-  return rc;
+  return attr_read_nums(obj, name, H5T_INTEGER, want, max, H5T_NATIVE_INT64, sizeof *v, v, n);
 }
 
 /* ---- datasets ---- */
@@ -263,13 +257,19 @@ int h5util_dset_read(hid_t d, const char *name, hsize_t nelem, hid_t mtype, void
   return ok();
 }
 
+/* h5util_dset_open of a 1-D dataset, and its path for messages into p. */
+static int open_1d(hid_t loc, const char *name, H5T_class_t cls, hsize_t *len, hid_t *d, char *p, size_t pn) {
+  int rc = h5util_dset_open(loc, name, 1, cls, len, d);
+  if (rc == H5UTIL_OK) dset_path(loc, name, p, pn);
+  return rc;
+}
+
 int h5util_dset_read_1d(hid_t loc, const char *name, H5T_class_t cls, hid_t mtype, int64_t n, void *out) {
   hsize_t dims[1];
   hid_t d;
   char p[1024];
-  int rc = h5util_dset_open(loc, name, 1, cls, dims, &d);
+  int rc = open_1d(loc, name, cls, dims, &d, p, sizeof p);
   if (rc != H5UTIL_OK) return rc;
-  dset_path(loc, name, p, sizeof p);
   if (dims[0] != (hsize_t)n)
     rc = fail(H5UTIL_BAD, "dataset '%s' has %llu value%s, expected %lld", p, (unsigned long long)dims[0],
               dims[0] == 1 ? "" : "s", (long long)n);
@@ -283,9 +283,8 @@ int h5util_dset_read_strs(hid_t loc, const char *name, int64_t max, char ***out,
   hsize_t dims[1];
   hid_t d;
   char p[1024];
-  int rc = h5util_dset_open(loc, name, 1, H5T_STRING, dims, &d);
+  int rc = open_1d(loc, name, H5T_STRING, dims, &d, p, sizeof p);
   if (rc != H5UTIL_OK) return rc;
-  dset_path(loc, name, p, sizeof p);
   if (dims[0] > (hsize_t)max) {
     H5Dclose(d);
     return fail(H5UTIL_BAD, "dataset '%s' has %llu entries; at most %lld are allowed", p,

@@ -116,20 +116,6 @@ static void set_attr_i64(const char *file, const char *name, int64_t v) {
   H5Fclose(f);
 }
 
-static void set_attr_fixed_str(const char *file, const char *name, const char *v) {
-  hid_t f = open_rw(file);
-  if (H5Aexists(f, name) > 0) H5Adelete(f, name);
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, strlen(v));
-  hid_t sp = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, t, v);
-  H5Aclose(a);
-  H5Sclose(sp);
-  H5Tclose(t);
-  H5Fclose(f);
-}
-
 static void delete_attr(const char *file, const char *name) {
   hid_t f = open_rw(file);
   H5Adelete(f, name);
@@ -183,7 +169,7 @@ static void test_round_trip(void) {
   hsize_t d1 = 37;
   replace_dset(p, "paths", t, 1, &d1, fixed);
   H5Tclose(t);
-  set_attr_fixed_str(p, "checkpoint", "ckpt.h5");
+  t_h5_set_attr_fixed_str(p, "checkpoint", "ckpt.h5", 0);
   features_read(p, &g);
   T_CHECK(strcmp(g.paths[0], "fixed/00.tif") == 0 && strcmp(g.paths[36], "fixed/36.tif") == 0, "fixed-length paths");
   T_CHECK(strcmp(g.checkpoint, "ckpt.h5") == 0, "fixed-length attribute");
@@ -292,7 +278,7 @@ static void test_malformed(void) {
   expect_fatal(p, "dataset 'class_names' must hold strings");
 
   p = good_copy("format.h5", &f);
-  set_attr_fixed_str(p, "format", "scdino-checkpoint");
+  t_h5_set_attr_fixed_str(p, "format", "scdino-checkpoint", 0);
   expect_fatal(p, "format attribute is 'scdino-checkpoint', expected 'scdino-features'");
   p = good_copy("version.h5", &f);
   set_attr_i64(p, "version", 2);
