@@ -37,7 +37,8 @@ const char *h5util_reason(char *buf, size_t n, int with_func);
  * says what is wrong in words that name the object ("attribute 'version' must be a single
  * integer", "dataset 'labels' claims 90 values but stores only 0 bytes (damaged or forged file)").
  * The caller puts its file's name in front and decides: an optional attribute may be missing, a
- * damaged data file ends the job with SCD_EXIT_DATA.  Nothing is stored on failure.
+ * damaged data file ends the job with SCD_EXIT_DATA.  A failed attribute read stores nothing (a
+ * failed dataset read may have filled part of the caller's buffer).
  *
  * What every reader accepts:
  *   strings  variable- or fixed-length, any character set; a fixed-length string ends at its
@@ -47,7 +48,7 @@ const char *h5util_reason(char *buf, size_t n, int with_func);
  *   numbers  of the class asked for only: an integer reader takes integer types (of any size
  *            and sign; a value that does not fit fails), never floating-point ones, which would be
  *            truncated; a real reader takes floating-point types only.
- *   one value  a scalar or a 1-D attribute of one element.
+ *   one value  an attribute of one element: a scalar, or an array of one (h5py writes both).
  *   datasets   must store the values their shape claims before they are read: an unwritten or
  *            forged chunked dataset claims any shape in a few bytes (h5util_dset_read). */
 enum { H5UTIL_OK = 0, H5UTIL_MISSING = 1, H5UTIL_BAD = 2 };
@@ -73,8 +74,8 @@ int h5util_attr_read_i64s(hid_t obj, const char *name, int64_t *v, int max, int 
  * values of class cls (H5T_NO_CLASS: integers or floating-point values).  *d is closed by the
  * caller (H5Dclose) after success. */
 int h5util_dset_open(hid_t loc, const char *name, int rank, H5T_class_t cls, hsize_t *dims, hid_t *d);
-/* Whether dataset d (named `name` in messages) stores the nelem values its shape claims: all their
- * bytes, or, compressed, at least 1/4096 of them (deflate packs about 1/1032 at best). */
+/* H5UTIL_OK when dataset d (named `name` in messages) stores the nelem values its shape claims: all
+ * their bytes, or, compressed, at least 1/4096 of them (deflate packs about 1/1032 at best). */
 int h5util_dset_stored(hid_t d, const char *name, hsize_t nelem);
 /* Read all nelem values of dataset d (named `name` in messages) as mtype into buf, once it is
  * known to store them. */

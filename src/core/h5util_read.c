@@ -114,9 +114,8 @@ static int attr_open(hid_t obj, const char *name, H5T_class_t cls, int max, cons
   *ft = H5Aget_type(*a);
   hid_t sp = H5Aget_space(*a);
   const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-  const int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
   if (sp >= 0) H5Sclose(sp);
-  if (*ft < 0 || !class_fits(H5Tget_class(*ft), cls) || nd < 0 || nd > 1 || np < 1 || np > max) {
+  if (*ft < 0 || !class_fits(H5Tget_class(*ft), cls) || np < 1 || np > max) {
     if (*ft >= 0) H5Tclose(*ft);
     H5Aclose(*a);
     return fail(H5UTIL_BAD, "attribute '%s'%s must be %s", name, owner(obj, of, sizeof of), want);
