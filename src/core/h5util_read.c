@@ -107,6 +107,8 @@ static char *fixed_str(const char *s, size_t sz) {
 static int attr_open(hid_t obj, const char *name, H5T_class_t cls, int max, const char *want, hid_t *a,
                      hid_t *ft, int *count) {
   char of[600];
+  *a = *ft = -1;
+  *count = 0;
   htri_t e = H5Aexists(obj, name);
   if (e == 0) return fail(H5UTIL_MISSING, "attribute '%s'%s is missing", name, owner(obj, of, sizeof of));
   *a = e > 0 ? H5Aopen(obj, name, H5P_DEFAULT) : -1;
@@ -131,8 +133,8 @@ static int attr_read_failed(hid_t obj, const char *name) {
 }
 
 int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n) {
-  hid_t a, ft;
-  int count;
+  hid_t a = -1, ft = -1;
+  int count = 0;
   int rc = attr_open(obj, name, H5T_STRING, 1, "a single string", &a, &ft, &count);
   if (rc != H5UTIL_OK) return rc;
   hid_t mt = str_mem_type(ft);
@@ -162,8 +164,8 @@ int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n) {
  * written only when all of them were read. */
 static int attr_read_nums(hid_t obj, const char *name, H5T_class_t cls, const char *want, int max, hid_t mtype,
                           size_t elem, void *v, int *count) {
-  hid_t a, ft;
-  int n;
+  hid_t a = -1, ft = -1;
+  int n = 0;
   int rc = attr_open(obj, name, cls, max, want, &a, &ft, &n);
   if (rc != H5UTIL_OK) return rc;
   void *x = xmalloc(MUL_SIZE((size_t)n, elem));
@@ -264,8 +266,8 @@ static int open_1d(hid_t loc, const char *name, H5T_class_t cls, hsize_t *len, h
 }
 
 int h5util_dset_read_1d(hid_t loc, const char *name, H5T_class_t cls, hid_t mtype, int64_t n, void *out) {
-  hsize_t dims[1];
-  hid_t d;
+  hsize_t dims[1] = {0};
+  hid_t d = -1;
   char p[1024];
   int rc = open_1d(loc, name, cls, dims, &d, p, sizeof p);
   if (rc != H5UTIL_OK) return rc;
@@ -279,8 +281,8 @@ int h5util_dset_read_1d(hid_t loc, const char *name, H5T_class_t cls, hid_t mtyp
 }
 
 int h5util_dset_read_strs(hid_t loc, const char *name, int64_t max, char ***out, int64_t *n) {
-  hsize_t dims[1];
-  hid_t d;
+  hsize_t dims[1] = {0};
+  hid_t d = -1;
   char p[1024];
   int rc = open_1d(loc, name, H5T_STRING, dims, &d, p, sizeof p);
   if (rc != H5UTIL_OK) return rc;

@@ -495,7 +495,10 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     s->nskipped = s->source_count - s->count;
     int64_t nsh = 0;
     char **shards = NULL;
-    if (h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &shards, &nsh) != H5UTIL_OK) shards = NULL;
+    if (h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &shards, &nsh) != H5UTIL_OK) {
+      shards = NULL;
+      nsh = 0;
+    }
     for (int64_t k = 0; k < nsh; k++) {
       char p[PATH_MAX];
       fs_join(p, sizeof p, shard_dir, shards[k]);
