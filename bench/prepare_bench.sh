@@ -28,7 +28,7 @@ for n in $ranks; do
   for _ in 1 2; do
     rm -rf shards
     cat >p.nml <<EOF2
-&control calculation = 'prepare', verbosity = 1 /
+&control calculation = 'prepare', verbosity = 1, progress_seconds = 0 /
 &data tiff_dir = 'tiffs', shard_dir = 'shards', images_per_shard = ${IPS:-500} /
 &system threads = 1 /
 EOF2
@@ -36,11 +36,13 @@ EOF2
     $mpiexec -n "$n" "$build/scdino" p.nml >log.txt 2>&1 || { cat log.txt; exit 1; }
     t1=$(date +%s.%N)
   done
-  line=$(grep 'prepare: [0-9]* files in' log.txt | sed 's/.*prepare: //')
+  # The end line (progress_seconds = 0: printed however short the run): "N/N files (100 %) in
+  # DURATION, R files/s, B MB/s".
+  line=$(grep 'prepare: [0-9]*/[0-9]* files (100 %) in' log.txt | sed 's/.*prepare: //')
   printf 'ranks %-3s %s; launch to exit %.2f s; shards %s MiB\n' "$n" "$line" \
     "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$(du -sm shards | cut -f1)"
-  nfiles=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\) files in.*/\1/p')
-  bench_result "prepare.np$n" files_per_s "$(printf '%s\n' "$line" | sed -n 's/.*(\([0-9.]*\) files\/s.*/\1/p')" \
+  nfiles=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\)\/.*/\1/p')
+  bench_result "prepare.np$n" files_per_s "$(printf '%s\n' "$line" | sed -n 's/.* in [^,]*, \([0-9.]*\) files\/s.*/\1/p')" \
     files/s "$n rank(s), $nfiles TIFF files, ${IPS:-500} per shard, warm page cache"
   bench_result "prepare.np$n" tiff_bandwidth "$(printf '%s\n' "$line" | sed -n 's/.*files\/s, \([0-9.]*\) MB\/s.*/\1/p')" \
     MB/s "$n rank(s), MB of TIFF read per second"

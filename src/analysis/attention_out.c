@@ -19,28 +19,28 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
   char tmp[4200];
   fs_atomic_begin(path, tmp, sizeof tmp);
   hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  h5util_write_attr_str(f, "format", ATTENTION_FORMAT);
-  h5util_write_attr_i64(f, "version", ATTENTION_VERSION);
-  h5util_write_attr_str(f, "checkpoint", net->source);
-  h5util_write_attr_str(f, "checkpoint_key", net->key);
-  h5util_write_attr_i64(f, "epoch", epoch);
-  h5util_write_attr_i64(f, "patch_size", net->vit.d.patch);
-  h5util_write_attr_i64(f, "heads", heads);
-  h5util_write_attr_i64(f, "seed", (int64_t)seed);
+  h5util_attr_write_str(f, "format", ATTENTION_FORMAT);
+  h5util_attr_write_i64(f, "version", ATTENTION_VERSION);
+  h5util_attr_write_str(f, "checkpoint", net->source);
+  h5util_attr_write_str(f, "checkpoint_key", net->key);
+  h5util_attr_write_i64(f, "epoch", epoch);
+  h5util_attr_write_i64(f, "patch_size", net->vit.d.patch);
+  h5util_attr_write_i64(f, "heads", heads);
+  h5util_attr_write_i64(f, "seed", (int64_t)seed);
   int64_t sizes[2];
   for (int s = 0; s < nsizes; s++) sizes[s] = sz[s].size;
-  h5util_write_attr(f, "sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)nsizes, sizes);
-  h5util_write_attr_str(f, "maps",
+  h5util_attr_write(f, "sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)nsizes, sizes);
+  h5util_attr_write_str(f, "maps",
                         "CLS-query attention of the last block over the patches, per head, renormalised to sum 1; "
                         "raw softmax = maps * (1 - cls_attention)");
 
   const char **cn = xcalloc((size_t)ncls, sizeof *cn);
   for (int c = 0; c < ncls; c++) cn[c] = dataset_class_name(ds, c);
-  h5util_write_strings(f, "class_names", cn, (hsize_t)ncls);
+  h5util_dset_write_strs(f, "class_names", cn, (hsize_t)ncls);
   free(cn);
   const char **chn = xcalloc((size_t)C, sizeof *chn);
   for (int c = 0; c < C; c++) chn[c] = dataset_channel_name(ds, sz[0].prep.sel[c]);
-  h5util_write_strings(f, "channel_names", chn, (hsize_t)C);
+  h5util_dset_write_strs(f, "channel_names", chn, (hsize_t)C);
   free(chn);
 
   int32_t *labels = xmalloc(MUL_SIZE((size_t)n, sizeof *labels));
@@ -52,9 +52,9 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     paths[i] = xstrdup(rel);
   }
   const hsize_t hn = (hsize_t)n;
-  h5util_write_dset(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &hn, labels);
-  h5util_write_dset(f, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &hn, idx);
-  h5util_write_strings(f, "paths", (const char *const *)paths, hn);
+  h5util_dset_write(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &hn, labels);
+  h5util_dset_write(f, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &hn, idx);
+  h5util_dset_write_strs(f, "paths", (const char *const *)paths, hn);
   for (int64_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
   free(labels);
@@ -63,18 +63,18 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     const struct attention_size *z = &sz[s];
     char name[64];
     snprintf(name, sizeof name, "size_%d", z->size);
-    hid_t g = (hid_t)CHECK_H5(H5Gcreate2(f, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    h5util_write_attr_i64(g, "size", z->size);
-    h5util_write_attr_i64(g, "height", z->h);
-    h5util_write_attr_i64(g, "width", z->w);
-    h5util_write_attr_i64(g, "grid_h", z->gh);
-    h5util_write_attr_i64(g, "grid_w", z->gw);
+    hid_t g = h5util_group_create(f, name);
+    h5util_attr_write_i64(g, "size", z->size);
+    h5util_attr_write_i64(g, "height", z->h);
+    h5util_attr_write_i64(g, "width", z->w);
+    h5util_attr_write_i64(g, "grid_h", z->gh);
+    h5util_attr_write_i64(g, "grid_w", z->gw);
     const hsize_t dm[4] = {hn, (hsize_t)heads, (hsize_t)z->gh, (hsize_t)z->gw};
     const hsize_t dc[2] = {hn, (hsize_t)heads};
     const hsize_t di[4] = {hn, (hsize_t)C, (hsize_t)z->h, (hsize_t)z->w};
-    h5util_write_dset(g, "maps", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dm, z->maps);
-    h5util_write_dset(g, "cls_attention", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dc, z->cls);
-    h5util_write_dset(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
+    h5util_dset_write(g, "maps", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dm, z->maps);
+    h5util_dset_write(g, "cls_attention", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dc, z->cls);
+    h5util_dset_write(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
     CHECK_H5(H5Gclose(g));
   }
   CHECK_H5(H5Fclose(f));

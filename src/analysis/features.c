@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/shards.h"
 #include "model/arena.h"
 #include "model/init.h"
@@ -99,20 +100,6 @@ void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit,
   free(displs);
 }
 
-/* Rank 0's progress line: its own share stands for every rank's (the shares differ by a batch at most). */
-static void progress(const char *what, int64_t done, int64_t mine, int64_t total, double t0, double *last,
-                     double interval) {
-  const double now = wtime();
-  if (done < mine && now - *last < interval) return;
-  *last = now;
-  const double el = now - t0, rate = done > 0 ? done / el : 0;
-  const int64_t all = mine > 0 ? done * total / mine : total;
-  char eta[32];
-  log_fmt_duration(rate > 0 ? (mine - done) / rate : 0, eta, sizeof eta);
-  log_info("%s: %" PRId64 "/%" PRId64 " images (%.0f %%), %.1f images/s per rank, eta %s", what, all, total,
-           mine > 0 ? 100.0 * done / mine : 100.0, rate, eta);
-}
-
 float *features_compute(const struct features_net *net, const struct features_prep *prep,
                         struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
                         int8_t *status, const char *what) {
@@ -158,8 +145,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
   float *my_out = gathered ? out + (size_t)lo * D : out;
   int8_t *my_st = gathered ? st + lo : st;
 
-  const double t0 = wtime();
-  double last = t0;
+  /* Rank 0's progress stands for every rank's (the shares differ by a batch at most). */
+  struct progress prog;
+  progress_start(&prog, what, "images", n, mine, prep->progress_seconds);
   if (mine > 0) dataset_read_images(ds, idx + lo, (int)(mine < B ? mine : B), raws[0]);
   for (int64_t b0 = 0, k = 0; b0 < mine; b0 += B, k++) {
     const int cnt = (int)(mine - b0 < B ? mine - b0 : B);
@@ -194,9 +182,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
     features_l2_normalize(dst, cnt, D);
-    if (rank == 0) progress(what, b0 + cnt, mine, n, t0, &last, prep->progress_seconds);
+    progress_update(&prog, b0 + cnt, 0);
   }
-  if (mine == 0 && rank == 0) progress(what, 0, 0, n, t0, &last, prep->progress_seconds);
+  progress_end(&prog);
 
   free(raws[0]);
   free(raws[1]);

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/progress.h"
 
 /* Similarity scratch per block of test rows: enough rows for an efficient GEMM, while 100k test
  * rows against 20k reference rows never need more than this much memory. */
@@ -30,21 +31,6 @@ static struct {
 void knn_set_progress(const char *label, double seconds) {
   snprintf(prog.label, sizeof prog.label, "%s", label ? label : "");
   prog.seconds = seconds;
-}
-
-/* Rank 0's line: its share stands for every rank's (the shares differ by one row at most). */
-static void progress(int64_t done, int64_t mine, double t0, double *last, int *lines) {
-  if (prog.seconds < 0 || comm_rank() != 0) return;
-  const double now = wtime();
-  if (now - *last < prog.seconds && !(done == mine && *lines > 0)) return;
-  *last = now;
-  (*lines)++;
-  const double rate = done / (now - t0 > 0 ? now - t0 : 1e-9);
-  const int64_t total = prog.total > 0 ? prog.total : mine, all = mine > 0 ? done * total / mine : total;
-  char eta[32];
-  log_fmt_duration(rate > 0 ? (mine - done) / rate : 0, eta, sizeof eta);
-  log_info("kNN on %s: %" PRId64 "/%" PRId64 " test rows (%.0f %%), %.0f rows/s per rank, eta %s", prog.label, all,
-           total, mine > 0 ? 100.0 * done / mine : 100.0, rate, eta);
 }
 
 void knn_result_init(struct knn_result *r, int nclasses, const int64_t *k, int nk, double temperature,
@@ -255,9 +241,11 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
   int32_t *pred = xmalloc(MUL_SIZE((size_t)block, (size_t)nk) * sizeof *pred);
   unsigned char *hit2 = xmalloc(MUL_SIZE((size_t)block, (size_t)nk));
   const double temperature = r->temperature;
-  const double tp = wtime();
-  double last = tp;
-  int lines = 0;
+  /* Rank 0's progress stands for every rank's (the shares differ by one row at most). */
+  struct progress pg;
+  char label[160];
+  snprintf(label, sizeof label, "kNN on %s", prog.label);
+  progress_start(&pg, label, "test rows", prog.total > 0 ? prog.total : n_test, n_test, prog.seconds);
 
   for (int64_t b0 = 0; b0 < n_test; b0 += block) {
     const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
@@ -309,8 +297,9 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
     }
     *r->n_test += nb_rows;
     r->seconds_select += wtime() - t1;
-    progress(b0 + nb_rows, n_test, tp, &last, &lines);
+    progress_update(&pg, b0 + nb_rows, 0);
   }
+  progress_end(&pg);
   free(sim);
   free(pred);
   free(hit2);

@@ -86,9 +86,9 @@ void knn_result_free(struct knn_result *r);
  * block); tests cut the test rows into many blocks with small values, benchmarks try sizes. */
 void knn_set_block_bytes(size_t bytes);
 
-/* Progress lines of knn_accumulate on rank 0 ("kNN on LABEL: rows done, rate, eta"), every
- * `seconds` (0: after every block of test rows); none when seconds < 0 (the default).  A set done
- * within `seconds` prints none. */
+/* Progress lines of knn_accumulate on rank 0 ("kNN on LABEL: DONE/TOTAL test rows ...", as
+ * core/progress.h prints them), every `seconds` (0: after every block of test rows); none when
+ * seconds < 0 (the default).  A set done within `seconds` prints none. */
 void knn_set_progress(const char *label, double seconds);
 
 /* Serial convenience: init + accumulate + finish. */

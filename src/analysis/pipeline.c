@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "data/prepare.h"
@@ -43,43 +44,14 @@ double pipeline_final_loss(const char *log_txt) {
   return loss;
 }
 
-static void read_f64(hid_t loc, const char *name, double *out, int n, const char *file) {
-  hid_t d = (hid_t)CHECK_H5(H5Dopen2(loc, name, H5P_DEFAULT));
-  hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
-  const hssize_t cnt = CHECK_H5(H5Sget_simple_extent_npoints(sp));
-  if (cnt != n) scd_fatal(SCD_EXIT_DATA, "%s: %s has %lld values, expected %d", file, name, (long long)cnt, n);
-  CHECK_H5(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
-  CHECK_H5(H5Sclose(sp));
-  CHECK_H5(H5Dclose(d));
-}
-
-static void read_label(hid_t g, char *buf, size_t n) {
-  buf[0] = '\0';
-  if (H5Aexists(g, "label") <= 0) return;
-  hid_t a = (hid_t)CHECK_H5(H5Aopen(g, "label", H5P_DEFAULT));
-  hid_t t = (hid_t)CHECK_H5(H5Aget_type(a));
-  if (H5Tis_variable_str(t) > 0) {
-    char *s = NULL;
-    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-    CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
-    CHECK_H5(H5Aread(a, mt, &s));
-    snprintf(buf, n, "%s", s ? s : "");
-    H5free_memory(s);
-    CHECK_H5(H5Tclose(mt));
-  }
-  CHECK_H5(H5Tclose(t));
-  CHECK_H5(H5Aclose(a));
-}
-
 void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
   hid_t f = (hid_t)CHECK_H5(H5Fopen(knn_h5, H5F_ACC_RDONLY, H5P_DEFAULT));
-  hid_t d = (hid_t)CHECK_H5(H5Dopen2(f, "k", H5P_DEFAULT));
-  hid_t sp = (hid_t)CHECK_H5(H5Dget_space(d));
-  const hssize_t nk = CHECK_H5(H5Sget_simple_extent_npoints(sp));
+  hsize_t nk;
+  hid_t d;
+  h5util_need(NULL, knn_h5, h5util_dset_open(f, "k", 1, H5T_INTEGER, &nk, &d));
   if (nk < 1 || nk > 16) scd_fatal(SCD_EXIT_DATA, "%s: k has %lld values", knn_h5, (long long)nk);
   s->nk = (int)nk;
-  CHECK_H5(H5Dread(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->k));
-  CHECK_H5(H5Sclose(sp));
+  h5util_need(NULL, knn_h5, h5util_dset_read(d, "k", nk, H5T_NATIVE_LLONG, s->k));
   CHECK_H5(H5Dclose(d));
   static const char *const sets[3] = {"trained", "raw_pixels", "random_init"};
   s->nsets = 0;
@@ -88,9 +60,10 @@ void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
     const int j = s->nsets++;
     hid_t g = (hid_t)CHECK_H5(H5Gopen2(f, sets[i], H5P_DEFAULT));
     snprintf(s->set_name[j], sizeof s->set_name[j], "%s", sets[i]);
-    read_label(g, s->set_label[j], sizeof s->set_label[j]);
-    read_f64(g, "top1", s->top1[j], s->nk, knn_h5);
-    read_f64(g, "top2", s->top2[j], s->nk, knn_h5);
+    s->set_label[j][0] = '\0';
+    h5util_optional(NULL, knn_h5, h5util_attr_read_str(g, "label", s->set_label[j], sizeof s->set_label[j]));
+    h5util_need(NULL, knn_h5, h5util_dset_read_1d(g, "top1", H5T_FLOAT, H5T_NATIVE_DOUBLE, s->nk, s->top1[j]));
+    h5util_need(NULL, knn_h5, h5util_dset_read_1d(g, "top2", H5T_FLOAT, H5T_NATIVE_DOUBLE, s->nk, s->top2[j]));
     CHECK_H5(H5Gclose(g));
   }
   CHECK_H5(H5Fclose(f));

@@ -13,9 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <hdf5.h>
-
 #include "core/check.h"
+#include "core/h5util.h"
 
 /* Growable list: prepare may hold one unfinished shard per rank and thread, checkpoints one more.
  * Locked: the signal and watchdog threads (signals.c, watchdog.c) empty it while the main thread
@@ -99,47 +98,6 @@ static int world_rank_size(int *rank) {
   return init && !fin ? size : 0;
 }
 
-/* The HDF5 lock: this HDF5 (parallel, so not built thread-safe) is called by one thread at a time.
- * Recursive, so that the thread ending the process can take it although it may hold it already
- * (a failure inside a locked HDF5 call); h5_depth counts this thread's holds. */
-static pthread_mutex_t h5_mu;
-static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
-static _Thread_local int h5_depth, h5_quiesce_held;
-
-static void h5_mu_init(void) {
-  pthread_mutexattr_t a;
-  CHECK_PTHREAD(pthread_mutexattr_init(&a));
-  CHECK_PTHREAD(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE));
-  CHECK_PTHREAD(pthread_mutex_init(&h5_mu, &a));
-  CHECK_PTHREAD(pthread_mutexattr_destroy(&a));
-}
-
-void scd_h5_lock(void) {
-  pthread_once(&h5_once, h5_mu_init);
-  CHECK_PTHREAD(pthread_mutex_lock(&h5_mu));
-  h5_depth++;
-}
-
-void scd_h5_unlock(void) {
-  h5_depth--;
-  CHECK_PTHREAD(pthread_mutex_unlock(&h5_mu));
-}
-
-/* Before exit() (or MPI_Finalize, which ends parallel HDF5 too) closes the library: wait until no
- * other thread is inside an HDF5 call and keep them out, so that a loader thread cannot crash in
- * a half-closed library.  Bounded (10 s), so a thread stuck in a hung file system cannot hold the
- * exit up for ever. */
-static void h5_quiesce(void) {
-  pthread_once(&h5_once, h5_mu_init);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 10;
-  if (pthread_mutex_timedlock(&h5_mu, &ts) == 0) {
-    h5_depth++;
-    h5_quiesce_held++;
-  }
-}
-
 /* The first thread to fail owns the shutdown.  Another thread failing meanwhile (a loader thread
  * whose HDF5 calls fail because exit() is closing the library under it) would otherwise print a
  * misleading second error and race to exit with its own status: it waits to be ended instead.  A
@@ -160,12 +118,8 @@ static void fatal_enter(int code) {
   const int same = pthread_equal(fatal_thread, pthread_self()), first = fatal_code;
   pthread_mutex_unlock(&fatal_lock);
   if (same) _exit(first);
-  /* Let the exiting thread have HDF5 (h5_quiesce) if this one failed inside a locked call. */
-  while (h5_depth > 0) {
-    h5_depth--;
-    pthread_mutex_unlock(&h5_mu);
-  }
-  h5_quiesce_held = 0;
+  /* Let the exiting thread have HDF5 (h5util_quiesce) if this one failed inside a locked call. */
+  h5util_release_thread();
   for (;;) pause();
 }
 
@@ -178,15 +132,11 @@ int scd_fatal_started(void) {
 
 void scd_exit_claim(int code) {
   fatal_enter(code);
-  h5_quiesce();
+  h5util_quiesce();
 }
 
 void scd_fatal_rearm(void) {
-  while (h5_quiesce_held > 0) { /* the exit did not happen: give HDF5 back */
-    h5_quiesce_held--;
-    h5_depth--;
-    pthread_mutex_unlock(&h5_mu);
-  }
+  h5util_unquiesce(); /* the exit did not happen: give HDF5 back */
   pthread_mutex_lock(&fatal_lock);
   fatal_started = 0;
   pthread_mutex_unlock(&fatal_lock);
@@ -197,7 +147,7 @@ SCD_NORETURN static void fatal_end(int code) {
   int size = world_rank_size(&rank);
   fflush(stdout);
   fflush(stderr);
-  h5_quiesce();
+  h5util_quiesce();
   scd_tmpfile_remove_all();
   /* Another thread must not call MPI, and exit() would run library destructors (OpenBLAS, MPI)
    * under the main thread's feet: end at once.  A rank that exits with a non-zero status before
@@ -298,19 +248,10 @@ void scd_check_mpi_fail(int err, const char *expr, const char *file, int line) {
   scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
 }
 
-/* Walk the HDF5 error stack upward (innermost first) and keep that first description: it names
- * the real cause ("file signature not found") rather than the API-level "unable to open file". */
-static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data) {
-  char *out = data;
-  if (n == 0 && e->desc) snprintf(out, 512, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
-  return 0;
-}
-
 long long scd_check_h5(long long ret, const char *expr, const char *file, int line) {
   if (ret >= 0) return ret;
-  char msg[512] = "HDF5 call failed";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, msg);
-  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, msg);
+  char msg[512];
+  scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, h5util_reason(msg, sizeof msg, 1));
 }
 
 void scd_check_tiff_fail(const char *expr, const char *file, int line) {

@@ -42,10 +42,6 @@ int scd_fatal_started(void);
 /* Record the thread that initialised MPI, and this rank and size (comm_init calls it).  A fatal
  * error on another thread then ends the process without calling MPI (MPI_THREAD_FUNNELED). */
 void scd_note_mpi(int rank, int size);
-/* The process-wide HDF5 lock (recursive): every HDF5 call that may run beside another thread's is
- * made under it.  scd_fatal and scd_exit_claim take it before the library is closed. */
-void scd_h5_lock(void);
-void scd_h5_unlock(void);
 /* Forget that a fatal error has started (scd_fatal lets only its first caller end the process):
  * for test harnesses that catch exit() and go on, such as the libFuzzer targets. */
 void scd_fatal_rearm(void);

@@ -52,7 +52,6 @@ void comm_allreduce_sum_f32(float *buf, size_t n) { allreduce(buf, n, sizeof *bu
 void comm_allreduce_sum_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM); }
 void comm_allreduce_sum_i64(int64_t *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_INT64_T, MPI_SUM); }
 void comm_allreduce_max_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX); }
-void comm_allreduce_min_f64(double *buf, size_t n) { allreduce(buf, n, sizeof *buf, MPI_DOUBLE, MPI_MIN); }
 
 int comm_any(int flag) {
   int v = flag ? 1 : 0;

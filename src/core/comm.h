@@ -25,7 +25,6 @@ void comm_allreduce_sum_f32(float *buf, size_t n);
 void comm_allreduce_sum_f64(double *buf, size_t n);
 void comm_allreduce_sum_i64(int64_t *buf, size_t n);
 void comm_allreduce_max_f64(double *buf, size_t n);
-void comm_allreduce_min_f64(double *buf, size_t n);
 /* Logical OR of a flag over all ranks (e.g. "some rank saw an error / a signal"). */
 int comm_any(int flag);
 void comm_bcast(void *buf, size_t bytes, int root);

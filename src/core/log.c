@@ -1,4 +1,4 @@
-/* log.c - rank-0 progress output with timestamps and timers. */
+/* log.c - output with timestamps and verbosity levels, the wall clock, durations as text. */
 #include "build_config.h"
 
 #include <stdarg.h>
@@ -72,14 +72,6 @@ void log_raw(const char *fmt, ...) {
   vfprintf(stdout, fmt, ap);
   va_end(ap);
   fflush(stdout);
-}
-
-void timer_start(struct timer *t) { t->start = wtime(); }
-
-double timer_stop(struct timer *t) {
-  double dt = wtime() - t->start;
-  t->total += dt;
-  return dt;
 }
 
 const char *log_fmt_duration(double s, char *buf, size_t n) {

@@ -1,4 +1,4 @@
-/* log.h - rank-0 progress output with timestamps, verbosity levels and wall-clock timers. */
+/* log.h - output with timestamps and verbosity levels, the wall clock, durations as text. */
 #ifndef SCDINO_LOG_H
 #define SCDINO_LOG_H
 
@@ -6,14 +6,16 @@
 
 #include "core/check.h"
 
-/* Verbosity: 0 quiet (errors and warnings), 1 normal progress, 2 detail, 3 debug. */
+/* Verbosity (&control verbosity): 0 quiet (errors and warnings), 1 progress, 2 detail, 3 debug:
+ * every rank's own view besides (its share of the data, its timings, the phases of a checkpoint
+ * write), for a stuck or slow multi-rank run. */
 void log_init(int rank, int verbosity);
 int log_verbosity(void);
 int log_is_root(void);
 
 void log_info(const char *fmt, ...) SCD_PRINTF(1, 2);   /* rank 0, verbosity >= 1 */
 void log_detail(const char *fmt, ...) SCD_PRINTF(1, 2); /* rank 0, verbosity >= 2 */
-void log_debug(const char *fmt, ...) SCD_PRINTF(1, 2);  /* every rank, verbosity >= 3 */
+void log_debug(const char *fmt, ...) SCD_PRINTF(1, 2);  /* every rank, prefixed with its number, verbosity >= 3 */
 void log_warn(const char *fmt, ...) SCD_PRINTF(1, 2);   /* rank 0, always */
 void log_rank(const char *fmt, ...) SCD_PRINTF(1, 2);   /* any rank, prefixed with its number */
 /* Print without timestamp (tables, echoed decks); rank 0, verbosity >= 1. */
@@ -21,14 +23,6 @@ void log_raw(const char *fmt, ...) SCD_PRINTF(1, 2);
 
 /* Monotonic wall-clock seconds. */
 double wtime(void);
-
-/* Accumulating timer: t.total holds the summed seconds of all start/stop pairs. */
-struct timer {
-  double start;
-  double total;
-};
-void timer_start(struct timer *t);
-double timer_stop(struct timer *t); /* returns the seconds of this interval */
 
 /* Format seconds as "1h02m03s" / "2m03s" / "3.4s" into buf (for ETA columns). */
 const char *log_fmt_duration(double s, char *buf, size_t n);

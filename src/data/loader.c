@@ -186,7 +186,13 @@ struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds
 
 struct loader *loader_create(const struct config *cfg, struct dataset *ds, const int64_t *train_idx,
                              int64_t n_train, enum loader_mode mode) {
-  return loader_create_ranked(cfg, ds, train_idx, n_train, mode, comm_rank(), comm_size());
+  struct loader *l = loader_create_ranked(cfg, ds, train_idx, n_train, mode, comm_rank(), comm_size());
+  /* Each rank's own share, for a run where one rank is slow or stuck (&control verbosity = 3). */
+  log_debug("loader: %lld of the %lld training images an epoch, in %lld batches of %d; %ld loader thread(s), "
+            "%ld batch(es) ahead; crops made %s", (long long)sampler_num_samples(l->sampler), (long long)n_train,
+            (long long)sampler_batches_per_epoch(l->sampler), l->batch_size, cfg->system.loader_threads,
+            cfg->system.prefetch_batches, mode == LOADER_RAW ? "on the GPU" : "by the loader threads");
+  return l;
 }
 
 void loader_destroy(struct loader *l) {

@@ -33,6 +33,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/imagefolder.h"
 #include "data/prepare.h"
 #include "data/shards.h"
@@ -306,27 +307,6 @@ struct skipped {
 
 static void bcast_string(char *s, size_t n) { comm_bcast(s, n, 0); }
 
-/* Rank 0 prints progress from the per-round totals. */
-struct progress {
-  double t0, last, interval; /* interval: control.progress_seconds */
-  int64_t done, total;
-  double bytes;
-};
-
-static void progress_line(struct progress *p, int final) {
-  double now = wtime(), dt = now - p->t0;
-  if (!final && now - p->last < p->interval) return;
-  p->last = now;
-  double rate = dt > 0 ? (double)p->done / dt : 0, mbs = dt > 0 ? p->bytes / dt / 1e6 : 0;
-  char eta[32];
-  log_fmt_duration(rate > 0 ? (double)(p->total - p->done) / rate : 0, eta, sizeof eta);
-  if (final)
-    log_info("prepare: %lld files in %.1f s (%.0f files/s, %.1f MB/s of TIFF)", (long long)p->done, dt, rate, mbs);
-  else
-    log_info("prepare: %lld/%lld files (%.1f%%), %.0f files/s, %.1f MB/s, ETA %s", (long long)p->done,
-             (long long)p->total, 100.0 * (double)p->done / (double)(p->total > 0 ? p->total : 1), rate, mbs, eta);
-}
-
 /* The per-round reductions (minimum of *first_bad, sums of sums[2]), waited for with short sleeps
  * instead of MPI's busy polling: a rank that has run out of files must not take the CPU from
  * one still converting when they share cores. */
@@ -354,8 +334,6 @@ int prepare_run(const struct config *cfg) {
   char root[PATH_MAX] = "";
   int64_t status = 0;
   uint64_t hash = 0;
-  struct progress prog = {.t0 = wtime(), .interval = cfg->control.progress_seconds};
-  prog.last = prog.t0;
 
   if (rank == 0) {
     if (!cfg->data.tiff_dir[0])
@@ -441,7 +419,11 @@ int prepare_run(const struct config *cfg) {
   struct skipped *skips = NULL;
   size_t nskips = 0, capskips = 0;
   char bad_msg[PATH_MAX + WHY_MAX + 8] = "";
-  prog.total = N;
+  /* Rank 0 prints progress from the per-round totals of all ranks. */
+  struct progress prog;
+  progress_start(&prog, "prepare", "files", N, N, cfg->control.progress_seconds);
+  int64_t files_done = 0;
+  double bytes_read = 0;
 
   int64_t p = f0;
   for (int64_t round = 0; round < rounds; round++) {
@@ -487,8 +469,8 @@ int prepare_run(const struct config *cfg) {
     double first_bad = bad ? rank : size;
     double sums[2] = {(double)done, bytes};
     round_reduce(&first_bad, sums);
-    prog.done += (int64_t)sums[0];
-    prog.bytes += sums[1];
+    files_done += (int64_t)sums[0];
+    bytes_read += sums[1];
     if (first_bad < size) {
       if (rank == (int)first_bad) {
         fflush(stdout);
@@ -499,7 +481,7 @@ int prepare_run(const struct config *cfg) {
         if (jobs[k - sh0].w) shard_writer_discard(jobs[k - sh0].w);
       comm_exit_all(SCD_EXIT_DATA);
     }
-    progress_line(&prog, 0);
+    progress_update(&prog, files_done, bytes_read);
   }
   free(img);
   stats_acc_free(&one);
@@ -660,7 +642,7 @@ int prepare_run(const struct config *cfg) {
         .source_dtype = tiff_sample_name(ref.sample), .file_list_hash = hash,
     };
     manifest_write(dir, &m);
-    progress_line(&prog, 1);
+    progress_end(&prog);
     log_info("prepare: %lld images in %d shard(s) under %s; mean/std over %lld images:", (long long)total, nfiles,
              dir, (long long)use->images);
     for (int c = 0; c < C; c++) log_info("  channel %d (%s): mean %.6f  std %.6f", c, cnames[c], mean[c], sd[c]);

@@ -68,11 +68,6 @@ void dataset_set_direct_io(struct dataset *ds, int on);
 /* Shards opened so far whose images are read with plain pread(), without HDF5 or its lock. */
 int dataset_direct_shards(const struct dataset *ds);
 
-/* HDF5 is built without thread safety: every HDF5 call made while other threads may also call
- * HDF5 (the loader threads do) must hold this process-wide lock. */
-void shards_h5_lock(void);
-void shards_h5_unlock(void);
-
 /* ------------------------------------------------------------------------------------------------
  * Writing.  A shard is written under a temporary name and renamed when complete. */
 struct shard_writer;

@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "data/shards.h"
 
 struct shard_file {
@@ -42,187 +43,17 @@ struct dataset {
   int direct_io;
 };
 
-/* ---- reading helpers; they return -1 instead of failing, so callers can name the file ---- */
-
-static int rd_attr_str(hid_t obj, const char *name, char *buf, size_t n) {
-  buf[0] = '\0';
-  if (H5Aexists(obj, name) <= 0) return -1;
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) return -1;
-  hid_t t = H5Aget_type(a);
-  int rc = -1;
-  if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-    if (H5Tis_variable_str(t) > 0) {
-      char *s = NULL;
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, H5T_VARIABLE);
-      H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 converts no character set into another */
-      if (H5Aread(a, mt, &s) >= 0 && s) {
-        snprintf(buf, n, "%s", s);
-        H5free_memory(s);
-        rc = 0;
-      }
-      H5Tclose(mt);
-    } else {
-      size_t sz = H5Tget_size(t);
-      char *s = calloc(sz + 1, 1);
-      if (s && H5Aread(a, t, s) >= 0) {
-        snprintf(buf, n, "%s", s);
-        rc = 0;
-      }
-      free(s);
-    }
-  }
-  if (t >= 0) H5Tclose(t);
-  H5Aclose(a);
-  return rc;
-}
-
-static int rd_attr_num(hid_t obj, const char *name, hid_t mtype, void *v) {
-  if (H5Aexists(obj, name) <= 0) return -1;
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) return -1;
-  hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
-  H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
-  int rc = -1;
-  if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1)
-    rc = H5Aread(a, mtype, v) >= 0 ? 0 : -1;
-  if (sp >= 0) H5Sclose(sp);
-  if (t >= 0) H5Tclose(t);
-  H5Aclose(a);
-  return rc;
-}
-
 /* Limits on what a manifest may claim, checked before anything is allocated or summed: prepare
  * never writes more (an image is a TIFF, at most 2 GiB), and a damaged or forged file must end
  * with a message, not with an allocation of terabytes or an overflowing sum. */
 #define SHARDS_MAX_IMAGE_BYTES ((size_t)1 << 31)
 #define SHARDS_MAX_IMAGES ((int64_t)INT32_MAX)
+#define SHARDS_MAX_CHANNELS 65535
 #define SHARDS_MAX_CLASSES 10000
 #define SHARDS_MAX_SHARDS (1 << 20)
-/* A compressed dataset may hold at most this many bytes per stored byte (deflate's limit is about
- * 1032); an unfiltered one must store all of its bytes. */
-#define SHARDS_MAX_RATIO 4096
 
-/* Whether dataset d really stores the nelem values its shape claims: an unwritten (or forged)
- * chunked dataset claims any shape in a few bytes, and reading it would allocate and fill all of it
- * with fill values.  Variable-length elements count one byte each. */
-static int stored_enough(hid_t d, hsize_t nelem) {
-  if (nelem == 0) return 1;
-  hid_t t = H5Dget_type(d), dcpl = H5Dget_create_plist(d);
-  double elem = t >= 0 && H5Tis_variable_str(t) <= 0 && H5Tget_class(t) != H5T_VLEN ? (double)H5Tget_size(t) : 1.0;
-  int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
-  if (t >= 0) H5Tclose(t);
-  if (dcpl >= 0) H5Pclose(dcpl);
-  double need = (double)nelem * elem, have = (double)H5Dget_storage_size(d);
-  return filters > 0 ? have * SHARDS_MAX_RATIO >= need : have >= need;
-}
-
-/* End the job when dataset `name` of file `loc` claims more values than it stores. */
-static void check_stored(hid_t loc, hid_t d, const char *name, hsize_t nelem) {
-  if (stored_enough(d, nelem)) return;
-  char file[PATH_MAX] = "?";
-  H5Fget_name(loc, file, sizeof file);
-  scd_fatal(SCD_EXIT_DATA, "%s: dataset '%s' claims %llu values but stores only %llu bytes (damaged or forged file)",
-            file, name, (unsigned long long)nelem, (unsigned long long)H5Dget_storage_size(d));
-}
-
-/* Length of a 1-D dataset, or -1 if it is missing or not 1-D. */
-static int64_t rd_len(hid_t loc, const char *name) {
-  if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) return -1;
-  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-  if (d < 0) return -1;
-  hid_t sp = H5Dget_space(d);
-  hsize_t dims[1];
-  int64_t n = -1;
-  if (sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1 &&
-      dims[0] <= (hsize_t)INT64_MAX)
-    n = (int64_t)dims[0];
-  if (sp >= 0) H5Sclose(sp);
-  H5Dclose(d);
-  return n;
-}
-
-/* Read a whole 1-D numeric dataset of expected length n (converted to mtype). */
-static int rd_nums(hid_t loc, const char *name, hid_t mtype, int64_t n, void *out) {
-  if (rd_len(loc, name) != n) return -1;
-  if (n == 0) return 0;
-  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-  check_stored(loc, d, name, (hsize_t)n);
-  hid_t t = H5Dget_type(d);
-  H5T_class_t cls = H5Tget_class(t);
-  int rc = (cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0 ? 0 : -1;
-  H5Tclose(t);
-  H5Dclose(d);
-  return rc;
-}
-
-/* Read a 1-D string dataset (variable or fixed length) into n malloc'd strings. */
-static char **rd_strs(hid_t loc, const char *name, int64_t *n_out) {
-  int64_t n = rd_len(loc, name);
-  if (n < 0) return NULL;
-  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-  check_stored(loc, d, name, (hsize_t)n);
-  hid_t t = H5Dget_type(d);
-  char **out = NULL;
-  if (H5Tget_class(t) == H5T_STRING) {
-    out = xcalloc((size_t)(n > 0 ? n : 1), sizeof *out);
-    int ok = 1;
-    if (n > 0 && H5Tis_variable_str(t) > 0) {
-      char **tmp = xcalloc((size_t)n, sizeof *tmp);
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, H5T_VARIABLE);
-      H5Tset_cset(mt, H5Tget_cset(t));
-      if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, tmp) >= 0) {
-        for (int64_t i = 0; i < n; i++) out[i] = xstrdup(tmp[i] ? tmp[i] : "");
-        hid_t sp = H5Dget_space(d);
-        H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, tmp);
-        H5Sclose(sp);
-      } else {
-        ok = 0;
-      }
-      H5Tclose(mt);
-      free(tmp);
-    } else if (n > 0) {
-      size_t sz = H5Tget_size(t);
-      char *buf = xcalloc(MUL_SIZE((size_t)n, sz), 1);
-      if (H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0) {
-        for (int64_t i = 0; i < n; i++) {
-          out[i] = xcalloc(sz + 1, 1);
-          memcpy(out[i], buf + (size_t)i * sz, sz);
-        }
-      } else {
-        ok = 0;
-      }
-      free(buf);
-    }
-    if (!ok) {
-      free(out);
-      out = NULL;
-    }
-  }
-  H5Tclose(t);
-  H5Dclose(d);
-  if (out) *n_out = n;
-  return out;
-}
-
-static void free_strs(char **s, int64_t n) {
-  if (!s) return;
-  for (int64_t i = 0; i < n; i++) free(s[i]);
-  free(s);
-}
-
-/* The innermost HDF5 error message, for "cannot open" reports. */
-static herr_t h5_innermost(unsigned n, const H5E_error2_t *e, void *data) {
-  if (n == 0 && e->desc) snprintf(data, 256, "%s", e->desc);
-  return 0;
-}
-static const char *h5_reason(char *buf) {
-  snprintf(buf, 256, "not an HDF5 file");
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_innermost, buf); /* n = 0: where it was detected */
-  return buf;
-}
+/* HDF5's reason for a failed open or read, for the "cannot open" reports. */
+static const char *h5_reason(char *buf) { return h5util_reason(buf, 256, 0); }
 
 /* ---- opening ---- */
 
@@ -246,30 +77,29 @@ struct dataset *dataset_open(const char *shard_dir) {
         "interrupted prepare leaves no manifest)", mf, shard_dir);
   if (!is_regular(mf)) BAD("%s: not a regular file", mf);
 
-  shards_h5_lock();
+  h5util_lock();
   char why[256], s[256];
   hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) BAD("%s: cannot open the manifest: %s", mf, h5_reason(why));
-  if (rd_attr_str(f, "format", s, sizeof s) != 0)
+  if (!h5util_optional(NULL, mf, h5util_attr_read_str(f, "format", s, sizeof s)))
     BAD("%s: not a scdino shard manifest (no 'format' attribute)", mf);
   if (strcmp(s, SHARDS_FORMAT) != 0)
     BAD("%s: not a scdino shard manifest (format is '%s', expected '%s')", mf, s, SHARDS_FORMAT);
   int64_t ver = 0, C = 0, H = 0, W = 0;
-  if (rd_attr_num(f, "version", H5T_NATIVE_INT64, &ver) != 0)
-    BAD("%s: attribute 'version' is missing or not a single number", mf);
+  h5util_need(NULL, mf, h5util_attr_read_i64(f, "version", &ver));
   if (ver != SHARDS_VERSION)
     BAD("%s: manifest version %lld, but this scdino reads version %d (prepare the shards again)", mf,
         (long long)ver, SHARDS_VERSION);
-  if (rd_attr_num(f, "channels", H5T_NATIVE_INT64, &C) != 0 || rd_attr_num(f, "height", H5T_NATIVE_INT64, &H) != 0 ||
-      rd_attr_num(f, "width", H5T_NATIVE_INT64, &W) != 0)
-    BAD("%s: attribute 'channels', 'height' or 'width' is missing", mf);
-  if (C < 1 || C > 65535 || H < 1 || H > 1000000 || W < 1 || W > 1000000)
+  h5util_need(NULL, mf, h5util_attr_read_i64(f, "channels", &C));
+  h5util_need(NULL, mf, h5util_attr_read_i64(f, "height", &H));
+  h5util_need(NULL, mf, h5util_attr_read_i64(f, "width", &W));
+  if (C < 1 || C > SHARDS_MAX_CHANNELS || H < 1 || H > 1000000 || W < 1 || W > 1000000)
     BAD("%s: implausible image shape channels=%lld height=%lld width=%lld", mf, (long long)C,
         (long long)H, (long long)W);
   ds->C = (int)C;
   ds->H = (int)H;
   ds->W = (int)W;
-  if (rd_attr_str(f, "dtype", s, sizeof s) != 0) BAD("%s: no 'dtype' attribute", mf);
+  h5util_need(NULL, mf, h5util_attr_read_str(f, "dtype", s, sizeof s));
   if (!strcmp(s, "uint16"))
     ds->dtype = DATASET_U16;
   else if (!strcmp(s, "float32"))
@@ -280,29 +110,21 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (ds->image_bytes > SHARDS_MAX_IMAGE_BYTES)
     BAD("%s: images of %lld x %lld x %lld %s values are larger than the limit of %zu MiB", mf, (long long)C,
         (long long)H, (long long)W, s, SHARDS_MAX_IMAGE_BYTES >> 20);
-  rd_attr_str(f, "tiff_dir", ds->tiff_dir, sizeof ds->tiff_dir);
+  h5util_optional(NULL, mf, h5util_attr_read_str(f, "tiff_dir", ds->tiff_dir, sizeof ds->tiff_dir));
 
   int64_t ncls = 0, nch = 0, nsh = 0;
-  if (rd_len(f, "class_names") > SHARDS_MAX_CLASSES)
-    BAD("%s: dataset 'class_names' has %lld entries; at most %d classes are supported", mf,
-        (long long)rd_len(f, "class_names"), SHARDS_MAX_CLASSES);
-  if (rd_len(f, "channel_names") > C)
-    BAD("%s: dataset 'channel_names' does not have %lld entries", mf, (long long)C);
-  if (rd_len(f, "shards") > SHARDS_MAX_SHARDS)
-    BAD("%s: dataset 'shards' lists %lld files; at most %d are supported", mf, (long long)rd_len(f, "shards"),
-        SHARDS_MAX_SHARDS);
-  ds->class_names = rd_strs(f, "class_names", &ncls);
-  if (!ds->class_names || ncls < 1) BAD("%s: dataset 'class_names' is missing or empty", mf);
+  h5util_need(NULL, mf, h5util_dset_read_strs(f, "class_names", SHARDS_MAX_CLASSES, &ds->class_names, &ncls));
   ds->nclasses = (int)ncls;
-  ds->channel_names = rd_strs(f, "channel_names", &nch);
-  if (!ds->channel_names || nch != C)
-    BAD("%s: dataset 'channel_names' is missing or does not have %lld entries", mf, (long long)C);
-  char **names = rd_strs(f, "shards", &nsh);
-  if (!names || nsh < 1) BAD("%s: dataset 'shards' is missing or empty", mf);
+  if (ncls < 1) BAD("%s: dataset 'class_names' is empty", mf);
+  h5util_need(NULL, mf, h5util_dset_read_strs(f, "channel_names", C, &ds->channel_names, &nch));
+  if (nch != C) BAD("%s: dataset 'channel_names' has %lld entries, not one per channel (%lld)", mf, (long long)nch,
+                    (long long)C);
+  char **names;
+  h5util_need(NULL, mf, h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &names, &nsh));
+  if (nsh < 1) BAD("%s: dataset 'shards' is empty", mf);
   ds->nshards = (int)nsh;
   int64_t *counts = xmalloc(MUL_SIZE((size_t)nsh, sizeof *counts));
-  if (rd_nums(f, "shard_counts", H5T_NATIVE_INT64, nsh, counts) != 0)
-    BAD("%s: dataset 'shard_counts' is missing or does not have %lld entries (one per shard)", mf, (long long)nsh);
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "shard_counts", H5T_INTEGER, H5T_NATIVE_INT64, nsh, counts));
   ds->shards = xcalloc((size_t)nsh, sizeof *ds->shards);
   int64_t total = 0;
   for (int64_t k = 0; k < nsh; k++) {
@@ -322,26 +144,25 @@ struct dataset *dataset_open(const char *shard_dir) {
     if (!is_regular(sf->path)) BAD("%s: shard %s is not a regular file", mf, sf->path);
   }
   free(counts);
-  free_strs(names, nsh);
-  int64_t cnt = 0;
-  if (rd_attr_num(f, "count", H5T_NATIVE_INT64, &cnt) != 0) cnt = total;
+  h5util_strs_free(names, nsh);
+  int64_t cnt = total;
+  h5util_optional(NULL, mf, h5util_attr_read_i64(f, "count", &cnt));
   if (cnt != total)
     BAD("%s: attribute count=%lld but the shard counts add up to %lld", mf, (long long)cnt, (long long)total);
   ds->n = total;
   ds->labels = xmalloc(MUL_SIZE((size_t)total, sizeof *ds->labels));
-  if (rd_nums(f, "labels", H5T_NATIVE_INT32, total, ds->labels) != 0)
-    BAD("%s: dataset 'labels' is missing or does not have %lld entries", mf, (long long)total);
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT32, total, ds->labels));
   for (int64_t i = 0; i < total; i++)
     if (ds->labels[i] < 0 || ds->labels[i] >= ds->nclasses)
       BAD("%s: image %lld has label %d, outside 0..%d", mf, (long long)i, ds->labels[i], ds->nclasses - 1);
   ds->mean = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
   ds->std = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
-  if (rd_nums(f, "mean", H5T_NATIVE_DOUBLE, C, ds->mean) != 0 || rd_nums(f, "std", H5T_NATIVE_DOUBLE, C, ds->std) != 0)
-    BAD("%s: dataset 'mean' or 'std' is missing or does not have %lld entries", mf, (long long)C);
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "mean", H5T_FLOAT, H5T_NATIVE_DOUBLE, C, ds->mean));
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "std", H5T_FLOAT, H5T_NATIVE_DOUBLE, C, ds->std));
 
   /* Files skipped by prepare: their ImageFolder positions, so the split matches upstream's. */
   ds->source_count = total;
-  if (rd_attr_num(f, "source_count", H5T_NATIVE_INT64, &ds->source_count) != 0) ds->source_count = total;
+  h5util_optional(NULL, mf, h5util_attr_read_i64(f, "source_count", &ds->source_count));
   if (ds->source_count > SHARDS_MAX_IMAGES)
     BAD("%s: source_count %lld is larger than the limit of %lld images", mf, (long long)ds->source_count,
         (long long)SHARDS_MAX_IMAGES);
@@ -350,8 +171,7 @@ struct dataset *dataset_open(const char *shard_dir) {
   int64_t nskip = ds->source_count - total;
   if (nskip > 0) {
     int64_t *skip = xmalloc(MUL_SIZE((size_t)nskip, sizeof *skip));
-    if (rd_nums(f, "skipped_index", H5T_NATIVE_INT64, nskip, skip) != 0)
-      BAD("%s: dataset 'skipped_index' is missing or does not have %lld entries", mf, (long long)nskip);
+    h5util_need(NULL, mf, h5util_dset_read_1d(f, "skipped_index", H5T_INTEGER, H5T_NATIVE_INT64, nskip, skip));
     ds->source_index = xmalloc(MUL_SIZE((size_t)total, sizeof *ds->source_index));
     int64_t k = 0, i = 0;
     for (int64_t p = 0; p < ds->source_count; p++) {
@@ -368,13 +188,13 @@ struct dataset *dataset_open(const char *shard_dir) {
     free(skip);
   }
   H5Fclose(f);
-  shards_h5_unlock();
+  h5util_unlock();
   return ds;
 }
 
 void dataset_close(struct dataset *ds) {
   if (!ds) return;
-  shards_h5_lock();
+  h5util_lock();
   for (int k = 0; k < ds->nshards; k++) {
     struct shard_file *sf = &ds->shards[k];
     if (atomic_load(&sf->ready)) {
@@ -383,12 +203,12 @@ void dataset_close(struct dataset *ds) {
       if (sf->fd >= 0) close(sf->fd);
     }
     free(sf->addr);
-    free_strs(sf->paths, sf->count);
+    h5util_strs_free(sf->paths, sf->count);
   }
-  shards_h5_unlock();
+  h5util_unlock();
   free(ds->shards);
-  free_strs(ds->class_names, ds->nclasses);
-  free_strs(ds->channel_names, ds->C);
+  h5util_strs_free(ds->class_names, ds->nclasses);
+  h5util_strs_free(ds->channel_names, ds->C);
   free(ds->labels);
   free(ds->mean);
   free(ds->std);
@@ -487,14 +307,10 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   const char *p = sf->path;
   sf->file = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (sf->file < 0) BAD("%s: cannot open shard: %s", p, h5_reason(why));
-  if (H5Lexists(sf->file, "images", H5P_DEFAULT) <= 0 || (sf->images = H5Dopen2(sf->file, "images", H5P_DEFAULT)) < 0)
-    BAD("%s: shard has no 'images' dataset", p);
-  hid_t sp = H5Dget_space(sf->images), t = H5Dget_type(sf->images);
-  hsize_t dims[4] = {0, 0, 0, 0};
-  int ndims = H5Sget_simple_extent_ndims(sp);
-  if (ndims != 4) BAD("%s: 'images' has %d dimensions, expected 4 ([images, channels, height, width])", p, ndims);
-  if (H5Sget_simple_extent_dims(sp, dims, NULL) != 4 ||
-      dims[0] != (hsize_t)sf->count || dims[1] != (hsize_t)ds->C || dims[2] != (hsize_t)ds->H ||
+  hsize_t dims[4] = {0, 0, 0, 0}; /* [images, channels, height, width] */
+  h5util_need(NULL, p, h5util_dset_open(sf->file, "images", 4, H5T_NO_CLASS, dims, &sf->images));
+  hid_t t = H5Dget_type(sf->images);
+  if (dims[0] != (hsize_t)sf->count || dims[1] != (hsize_t)ds->C || dims[2] != (hsize_t)ds->H ||
       dims[3] != (hsize_t)ds->W)
     BAD("%s: 'images' has shape [%llu, %llu, %llu, %llu], the manifest says [%lld, %d, %d, %d]", p,
         (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
@@ -504,16 +320,14 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   int ok = ds->dtype == DATASET_U16 ? cls == H5T_INTEGER && tsz == 2 && H5Tget_sign(t) == H5T_SGN_NONE
                                     : cls == H5T_FLOAT && tsz == 4;
   if (!ok) BAD("%s: 'images' is not of type %s as the manifest says", p, dataset_dtype_name(ds->dtype));
-  check_stored(sf->file, sf->images, "images", dims[0] * dims[1] * dims[2] * dims[3]);
+  h5util_need(NULL, p, h5util_dset_stored(sf->images, "images", dims[0] * dims[1] * dims[2] * dims[3]));
   hid_t native = ds->dtype == DATASET_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
   int native_type = H5Tequal(t, native) > 0;
-  H5Sclose(sp);
   H5Tclose(t);
 
   /* The shard's own index must be the run of global indices the manifest gives it. */
   int64_t *idx = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *idx));
-  if (rd_nums(sf->file, "index", H5T_NATIVE_INT64, sf->count, idx) != 0)
-    BAD("%s: dataset 'index' is missing or does not have %lld entries", p, (long long)sf->count);
+  h5util_need(NULL, p, h5util_dset_read_1d(sf->file, "index", H5T_INTEGER, H5T_NATIVE_INT64, sf->count, idx));
   for (int64_t j = 0; j < sf->count; j++)
     if (idx[j] != sf->first + j)
       BAD("%s: image %lld has global index %lld, the manifest places it at %lld", p, (long long)j,
@@ -537,9 +351,11 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
       sf->addr = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *sf->addr));
       for (int64_t j = 0; j < sf->count; j++) sf->addr[j] = base + (uint64_t)j * ds->image_bytes;
     }
-  } else if (sf->chunk_read && rd_len(sf->file, "image_offsets") == sf->count) {
+  } else if (sf->chunk_read) {
+    /* Offsets that are missing, damaged or not trusted leave the chunk reads. */
     sf->addr = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *sf->addr));
-    if (rd_nums(sf->file, "image_offsets", H5T_NATIVE_UINT64, sf->count, sf->addr) != 0 ||
+    if (h5util_dset_read_1d(sf->file, "image_offsets", H5T_INTEGER, H5T_NATIVE_UINT64, sf->count, sf->addr) !=
+            H5UTIL_OK ||
         !offsets_agree(sf, ds->image_bytes) || !offsets_ordered(sf, ds->image_bytes)) {
       free(sf->addr);
       sf->addr = NULL;
@@ -558,12 +374,12 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
 static struct shard_file *shard_ready(struct dataset *ds, int k) {
   struct shard_file *sf = &ds->shards[k];
   if (!atomic_load_explicit(&sf->ready, memory_order_acquire)) {
-    shards_h5_lock();
+    h5util_lock();
     if (!atomic_load_explicit(&sf->ready, memory_order_relaxed)) {
       shard_open(ds, sf);
       atomic_store_explicit(&sf->ready, 1, memory_order_release);
     }
-    shards_h5_unlock();
+    h5util_unlock();
   }
   return sf;
 }
@@ -584,12 +400,12 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
   hsize_t count[4] = {1, (hsize_t)ds->C, (hsize_t)ds->H, (hsize_t)ds->W};
   hid_t native = ds->dtype == DATASET_U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
   char why[256];
-  shards_h5_lock();
+  h5util_lock();
   if (sf->chunk_read && ds->direct_io) {
     uint32_t mask = 0;
     if (H5Dread_chunk(sf->images, H5P_DEFAULT, start, &mask, out) < 0)
       BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5_reason(why));
-    shards_h5_unlock();
+    h5util_unlock();
     return;
   }
   hid_t fsp = H5Dget_space(sf->images);
@@ -599,7 +415,7 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
   if (e < 0) BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5_reason(why));
   H5Sclose(msp);
   H5Sclose(fsp);
-  shards_h5_unlock();
+  h5util_unlock();
 }
 
 void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void *out) {
@@ -619,15 +435,16 @@ void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void
 void dataset_relpath(struct dataset *ds, int64_t i, char *buf, size_t n) {
   check_index(ds, i);
   struct shard_file *sf = shard_ready(ds, shard_of(ds, i));
-  shards_h5_lock();
+  h5util_lock();
   if (!sf->paths) {
     int64_t np = 0;
-    sf->paths = rd_strs(sf->file, "paths", &np);
-    if (!sf->paths || np != sf->count)
-      BAD("%s: dataset 'paths' is missing or does not have %lld entries", sf->path, (long long)sf->count);
+    h5util_need(NULL, sf->path, h5util_dset_read_strs(sf->file, "paths", sf->count, &sf->paths, &np));
+    if (np != sf->count)
+      BAD("%s: dataset 'paths' has %lld entries, not one per image (%lld)", sf->path, (long long)np,
+          (long long)sf->count);
   }
   snprintf(buf, n, "%s", sf->paths[i - sf->first]);
-  shards_h5_unlock();
+  h5util_unlock();
 }
 
 void dataset_path(struct dataset *ds, int64_t i, char *buf, size_t n) {
@@ -649,26 +466,26 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     snprintf(why, n, "no %s", mf);
     return -1;
   }
-  shards_h5_lock();
+  h5util_lock();
   int rc = -1;
   hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
   int64_t ver = 0, crop = 0, ch = 0, nch = 0;
   char **names = NULL;
   if (f < 0) {
     snprintf(why, n, "%s cannot be opened: %s", mf, h5_reason(buf));
-  } else if (rd_attr_str(f, "format", buf, sizeof buf) != 0 || strcmp(buf, SHARDS_FORMAT) != 0) {
+  } else if (h5util_attr_read_str(f, "format", buf, sizeof buf) != H5UTIL_OK || strcmp(buf, SHARDS_FORMAT) != 0) {
     snprintf(why, n, "%s is not a scdino shard manifest", mf);
-  } else if (rd_attr_num(f, "version", H5T_NATIVE_INT64, &ver) != 0 || ver != SHARDS_VERSION) {
+  } else if (h5util_attr_read_i64(f, "version", &ver) != H5UTIL_OK || ver != SHARDS_VERSION) {
     snprintf(why, n, "%s has version %lld, not %d", mf, (long long)ver, SHARDS_VERSION);
-  } else if (rd_attr_num(f, "source_count", H5T_NATIVE_INT64, &s->source_count) != 0 ||
-             rd_attr_num(f, "count", H5T_NATIVE_INT64, &s->count) != 0 ||
-             rd_attr_num(f, "center_crop", H5T_NATIVE_INT64, &crop) != 0 ||
-             rd_attr_num(f, "stats_fraction", H5T_NATIVE_DOUBLE, &s->stats_fraction) != 0 ||
-             rd_attr_num(f, "stats_seed", H5T_NATIVE_INT64, &s->stats_seed) != 0 ||
-             rd_attr_num(f, "channels", H5T_NATIVE_INT64, &ch) != 0 ||
-             rd_attr_str(f, "file_list_hash", buf, sizeof buf) != 0 ||
-             !(names = rd_strs(f, "channel_names", &nch))) {
-    snprintf(why, n, "%s lacks the attributes prepare records", mf);
+  } else if (h5util_attr_read_i64(f, "source_count", &s->source_count) != H5UTIL_OK ||
+             h5util_attr_read_i64(f, "count", &s->count) != H5UTIL_OK ||
+             h5util_attr_read_i64(f, "center_crop", &crop) != H5UTIL_OK ||
+             h5util_attr_read_f64(f, "stats_fraction", &s->stats_fraction) != H5UTIL_OK ||
+             h5util_attr_read_i64(f, "stats_seed", &s->stats_seed) != H5UTIL_OK ||
+             h5util_attr_read_i64(f, "channels", &ch) != H5UTIL_OK ||
+             h5util_attr_read_str(f, "file_list_hash", buf, sizeof buf) != H5UTIL_OK ||
+             h5util_dset_read_strs(f, "channel_names", SHARDS_MAX_CHANNELS, &names, &nch) != H5UTIL_OK) {
+    snprintf(why, n, "%s lacks the attributes prepare records (%s)", mf, h5util_why());
   } else if (s->count < 0 || s->source_count < s->count) { /* checked before nskipped is computed */
     snprintf(why, n, "%s has count %lld and source_count %lld", mf, (long long)s->count, (long long)s->source_count);
   } else {
@@ -677,14 +494,18 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     s->channels = (int)ch;
     s->nskipped = s->source_count - s->count;
     int64_t nsh = 0;
-    char **shards = rd_strs(f, "shards", &nsh);
+    char **shards = NULL;
+    if (h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &shards, &nsh) != H5UTIL_OK) {
+      shards = NULL;
+      nsh = 0;
+    }
     for (int64_t k = 0; k < nsh; k++) {
       char p[PATH_MAX];
       fs_join(p, sizeof p, shard_dir, shards[k]);
       s->shards_missing += !fs_exists(p);
     }
     if (!shards) s->shards_missing = 1;
-    free_strs(shards, nsh);
+    h5util_strs_free(shards, nsh);
     size_t len = 0;
     for (int64_t i = 0; i < nch; i++) {
       int w = snprintf(s->channel_names_joined + len, sizeof s->channel_names_joined - len, "%s%s",
@@ -694,8 +515,8 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     }
     rc = 0;
   }
-  free_strs(names, nch);
+  h5util_strs_free(names, nch);
   if (f >= 0) H5Fclose(f);
-  shards_h5_unlock();
+  h5util_unlock();
   return rc;
 }

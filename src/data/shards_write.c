@@ -31,38 +31,19 @@ struct shard_writer {
   int finished;
 };
 
-void shards_h5_lock(void) { scd_h5_lock(); }
-void shards_h5_unlock(void) { scd_h5_unlock(); }
-
 size_t dataset_dtype_size(int dtype) { return dtype == DATASET_F32 ? 4 : 2; }
 const char *dataset_dtype_name(int dtype) { return dtype == DATASET_F32 ? "float32" : "uint16"; }
 
 static hid_t file_type(int dtype) { return dtype == DATASET_F32 ? H5T_IEEE_F32LE : H5T_STD_U16LE; }
 static hid_t mem_type(int dtype) { return dtype == DATASET_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16; }
 
-/* ---- small attribute and dataset helpers (the caller holds the HDF5 lock) ---- */
+/* ---- 1-D datasets (the caller holds the HDF5 lock) ---- */
 
-static void attr_i32(hid_t obj, const char *name, int32_t v) {
-  h5util_write_attr(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 0, &v);
-}
-
-/* Dataset creation properties without modification times, so the same input gives byte-identical
- * files (1 rank or many, today or tomorrow). */
-static hid_t untimed_dcpl(void) {
-  hid_t dcpl = (hid_t)CHECK_H5(H5Pcreate(H5P_DATASET_CREATE));
-  CHECK_H5(H5Pset_obj_track_times(dcpl, 0));
-  return dcpl;
-}
-
+/* Without modification times, so the same input gives byte-identical files (1 rank or many, today
+ * or tomorrow). */
 static void dset_1d(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int64_t n, const void *data) {
-  hsize_t dims[1] = {(hsize_t)n};
-  hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(1, dims, NULL));
-  hid_t dcpl = untimed_dcpl();
-  hid_t d = (hid_t)CHECK_H5(H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-  CHECK_H5(H5Pclose(dcpl));
-  if (n > 0) CHECK_H5(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-  CHECK_H5(H5Dclose(d));
-  CHECK_H5(H5Sclose(sp));
+  const hsize_t dims[1] = {(hsize_t)n};
+  h5util_dset_write_untimed(loc, name, ftype, mtype, 1, dims, data);
 }
 
 static void dset_strs(hid_t loc, const char *name, int64_t n, const char *const *strs) {
@@ -92,13 +73,13 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
   w->block = xmalloc(MUL_SIZE(WRITER_BLOCK, w->image_bytes));
 
   fs_atomic_begin(path, w->tmp, sizeof w->tmp);
-  shards_h5_lock();
+  h5util_lock();
   w->file = (hid_t)CHECK_H5(H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   hsize_t dims[4] = {0, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hsize_t maxdims[4] = {H5S_UNLIMITED, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hsize_t chunk[4] = {1, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(4, dims, maxdims));
-  hid_t dcpl = untimed_dcpl();
+  hid_t dcpl = h5util_dcpl_untimed();
   /* One image per chunk, uncompressed: a sample is one contiguous read, and readers can use
    * plain pread() on the chunk's file offset. */
   CHECK_H5(H5Pset_chunk(dcpl, 4, chunk));
@@ -106,7 +87,7 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
   w->images = (hid_t)CHECK_H5(H5Dcreate2(w->file, "images", file_type(dtype), sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   CHECK_H5(H5Pclose(dcpl));
   CHECK_H5(H5Sclose(sp));
-  shards_h5_unlock();
+  h5util_unlock();
   return w;
 }
 
@@ -116,7 +97,7 @@ static void writer_flush_block(struct shard_writer *w) {
   hsize_t dims[4] = {(hsize_t)w->n, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
   hsize_t start[4] = {first, 0, 0, 0};
   hsize_t count[4] = {(hsize_t)w->nblock, (hsize_t)w->C, (hsize_t)w->H, (hsize_t)w->W};
-  shards_h5_lock();
+  h5util_lock();
   CHECK_H5(H5Dset_extent(w->images, dims));
   hid_t fsp = (hid_t)CHECK_H5(H5Dget_space(w->images));
   CHECK_H5(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL));
@@ -124,7 +105,7 @@ static void writer_flush_block(struct shard_writer *w) {
   CHECK_H5(H5Dwrite(w->images, mem_type(w->dtype), msp, fsp, H5P_DEFAULT, w->block));
   CHECK_H5(H5Sclose(msp));
   CHECK_H5(H5Sclose(fsp));
-  shards_h5_unlock();
+  h5util_unlock();
   w->nblock = 0;
 }
 
@@ -170,16 +151,16 @@ static void write_offsets(struct shard_writer *w) {
 void shard_writer_finish(struct shard_writer *w) {
   SCD_ASSERT(!w->finished);
   writer_flush_block(w);
-  shards_h5_lock();
+  h5util_lock();
   write_offsets(w);
   dset_1d(w->file, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, w->n, w->labels);
   dset_1d(w->file, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, w->n, w->index);
   dset_strs(w->file, "paths", w->n, (const char *const *)w->paths);
-  h5util_write_attr_str(w->file, "format", SHARDS_FORMAT);
-  attr_i32(w->file, "version", SHARDS_VERSION);
+  h5util_attr_write_str(w->file, "format", SHARDS_FORMAT);
+  h5util_attr_write_i32(w->file, "version", SHARDS_VERSION);
   CHECK_H5(H5Dclose(w->images));
   CHECK_H5(H5Fclose(w->file));
-  shards_h5_unlock();
+  h5util_unlock();
   for (int64_t i = 0; i < w->n; i++) free(w->paths[i]);
   free(w->paths);
   free(w->labels);
@@ -194,13 +175,13 @@ void shard_writer_commit(struct shard_writer *w, int64_t index_delta) {
   SCD_ASSERT(w->finished);
   if (index_delta != 0 && w->n > 0) {
     for (int64_t i = 0; i < w->n; i++) w->index[i] += index_delta;
-    shards_h5_lock();
+    h5util_lock();
     hid_t f = (hid_t)CHECK_H5(H5Fopen(w->tmp, H5F_ACC_RDWR, H5P_DEFAULT));
     hid_t d = (hid_t)CHECK_H5(H5Dopen2(f, "index", H5P_DEFAULT));
     CHECK_H5(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, w->index));
     CHECK_H5(H5Dclose(d));
     CHECK_H5(H5Fclose(f));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   fs_atomic_commit(w->tmp, w->path);
   free(w->index);
@@ -225,26 +206,26 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   char path[PATH_MAX], tmp[PATH_MAX];
   fs_join(path, sizeof path, shard_dir, SHARDS_MANIFEST);
   fs_atomic_begin(path, tmp, sizeof tmp);
-  shards_h5_lock();
+  h5util_lock();
   hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  h5util_write_attr_str(f, "format", SHARDS_FORMAT);
-  attr_i32(f, "version", SHARDS_VERSION);
-  attr_i32(f, "channels", m->channels);
-  attr_i32(f, "height", m->height);
-  attr_i32(f, "width", m->width);
-  h5util_write_attr_str(f, "dtype", dataset_dtype_name(m->dtype));
-  h5util_write_attr_i64(f, "count", m->count);
-  h5util_write_attr_i64(f, "source_count", m->source_count);
-  h5util_write_attr_i64(f, "stats_images", m->stats_images);
-  h5util_write_attr_str(f, "tiff_dir", m->tiff_dir ? m->tiff_dir : "");
-  attr_i32(f, "center_crop", m->center_crop);
-  h5util_write_attr_f64(f, "stats_fraction", m->stats_fraction);
-  h5util_write_attr_i64(f, "stats_seed", m->stats_seed);
-  h5util_write_attr_str(f, "source_dtype", m->source_dtype ? m->source_dtype : "");
+  h5util_attr_write_str(f, "format", SHARDS_FORMAT);
+  h5util_attr_write_i32(f, "version", SHARDS_VERSION);
+  h5util_attr_write_i32(f, "channels", m->channels);
+  h5util_attr_write_i32(f, "height", m->height);
+  h5util_attr_write_i32(f, "width", m->width);
+  h5util_attr_write_str(f, "dtype", dataset_dtype_name(m->dtype));
+  h5util_attr_write_i64(f, "count", m->count);
+  h5util_attr_write_i64(f, "source_count", m->source_count);
+  h5util_attr_write_i64(f, "stats_images", m->stats_images);
+  h5util_attr_write_str(f, "tiff_dir", m->tiff_dir ? m->tiff_dir : "");
+  h5util_attr_write_i32(f, "center_crop", m->center_crop);
+  h5util_attr_write_f64(f, "stats_fraction", m->stats_fraction);
+  h5util_attr_write_i64(f, "stats_seed", m->stats_seed);
+  h5util_attr_write_str(f, "source_dtype", m->source_dtype ? m->source_dtype : "");
   char hash[32];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->file_list_hash);
-  h5util_write_attr_str(f, "file_list_hash", hash);
-  h5util_write_attr_str(f, "creator", PACKAGE_STRING);
+  h5util_attr_write_str(f, "file_list_hash", hash);
+  h5util_attr_write_str(f, "creator", PACKAGE_STRING);
 
   dset_strs(f, "class_names", m->nclasses, m->class_names);
   dset_strs(f, "channel_names", m->channels, m->channel_names);
@@ -255,6 +236,6 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   dset_1d(f, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->mean);
   dset_1d(f, "std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->std);
   CHECK_H5(H5Fclose(f));
-  shards_h5_unlock();
+  h5util_unlock();
   fs_atomic_commit(tmp, path);
 }

@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +60,3 @@ void arena_free(struct arena *a) {
   arena_init(a, ops);
 }
 
-void arena_print(const struct arena *a, FILE *f) {
-  for (int i = 0; i < a->n; i++)
-    fprintf(f, "  %-40s %12zu bytes at %12zu\n", a->e[i].name, a->e[i].bytes, a->e[i].off);
-  fprintf(f, "  %-40s %12zu bytes (%.1f MiB)\n", "total", a->size, a->size / 1048576.0);
-}

@@ -11,7 +11,6 @@
 #define SCDINO_ARENA_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "core/check.h"
 #include "model/ops.h"
@@ -42,7 +41,5 @@ void arena_alloc(struct arena *a);
 /* After the placing run: the calls matched the counting run. */
 void arena_check(const struct arena *a);
 void arena_free(struct arena *a);
-/* The table, one line per buffer, to f. */
-void arena_print(const struct arena *a, FILE *f);
 
 #endif

@@ -14,8 +14,8 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "core/log.h"
-#include "data/shards.h"
 #include "train/checkpoint.h"
 
 void checkpoint_prev_path(const char *path, char *out, size_t n) {
@@ -145,10 +145,10 @@ static int pick_rank0(const char *path, char *out, size_t n) {
   const int have = fs_exists(path), have_prev = fs_exists(prev);
   out[0] = '\0';
   if (!have && !have_prev) return 0;
-  shards_h5_lock(); /* the loader threads may be using HDF5 */
+  h5util_lock(); /* the loader threads may be using HDF5 */
   const int bad = have ? checkpoint_probe(path, why, sizeof why) : 1;
   const int bad_prev = bad && have_prev ? checkpoint_probe(prev, pwhy, sizeof pwhy) : 1;
-  shards_h5_unlock();
+  h5util_unlock();
   if (!bad) {
     snprintf(out, n, "%s", path);
     return 0;

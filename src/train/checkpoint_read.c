@@ -11,7 +11,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
-#include "data/shards.h"
+#include "core/h5util.h"
 #include "model/dino_loss.h"
 #include "model/optim.h"
 #include "train/checkpoint.h"
@@ -27,69 +27,9 @@ SCD_NORETURN SCD_PRINTF(2, 3) static void bad(const char *path, const char *fmt,
 
 /* ---- attributes ------------------------------------------------------------------------------- */
 
-/* Open attribute `name` of obj if it exists (-1 if not); it must be of class cls with n values. */
-static hid_t attr_open(hid_t obj, const char *path, const char *name, H5T_class_t cls, hssize_t *n) {
-  if (H5Aexists(obj, name) <= 0) return -1;
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) bad(path, "cannot read attribute '%s'", name);
-  hid_t t = (hid_t)CHECK_H5(H5Aget_type(a));
-  const H5T_class_t c = H5Tget_class(t);
-  CHECK_H5(H5Tclose(t));
-  hid_t sp = (hid_t)CHECK_H5(H5Aget_space(a));
-  *n = H5Sget_simple_extent_npoints(sp);
-  CHECK_H5(H5Sclose(sp));
-  if (c != cls)
-    bad(path, "attribute '%s' has the wrong type (expected %s)", name,
-        cls == H5T_INTEGER ? "an integer" : cls == H5T_FLOAT ? "a real" : "a string");
-  return a;
-}
-
-static int attr_i64(hid_t obj, const char *path, const char *name, int64_t *v) {
-  hssize_t n;
-  hid_t a = attr_open(obj, path, name, H5T_INTEGER, &n);
-  if (a < 0) return 0;
-  if (n != 1) bad(path, "attribute '%s' must be a single integer", name);
-  if (H5Aread(a, H5T_NATIVE_INT64, v) < 0) bad(path, "cannot read attribute '%s'", name);
-  CHECK_H5(H5Aclose(a));
-  return 1;
-}
-
-static int attr_f64(hid_t obj, const char *path, const char *name, double *v) {
-  hssize_t n;
-  hid_t a = attr_open(obj, path, name, H5T_FLOAT, &n);
-  if (a < 0) return 0;
-  if (n != 1) bad(path, "attribute '%s' must be a single real", name);
-  if (H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0) bad(path, "cannot read attribute '%s'", name);
-  CHECK_H5(H5Aclose(a));
-  return 1;
-}
-
-static int attr_str(hid_t obj, const char *path, const char *name, char *buf, size_t bn) {
-  hssize_t n;
-  hid_t a = attr_open(obj, path, name, H5T_STRING, &n);
-  if (a < 0) return 0;
-  if (n != 1) bad(path, "attribute '%s' must be a single string", name);
-  hid_t ft = (hid_t)CHECK_H5(H5Aget_type(a));
-  if (H5Tis_variable_str(ft) > 0) {
-    hid_t mt = (hid_t)CHECK_H5(H5Tcopy(H5T_C_S1));
-    CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
-    CHECK_H5(H5Tset_cset(mt, H5Tget_cset(ft)));
-    char *s = NULL;
-    if (H5Aread(a, mt, &s) < 0) bad(path, "cannot read attribute '%s'", name);
-    snprintf(buf, bn, "%s", s ? s : "");
-    H5free_memory(s);
-    CHECK_H5(H5Tclose(mt));
-  } else {
-    const size_t sz = H5Tget_size(ft);
-    char *raw = xcalloc(sz + 1, 1);
-    if (H5Aread(a, ft, raw) < 0) bad(path, "cannot read attribute '%s'", name);
-    snprintf(buf, bn, "%s", raw);
-    free(raw);
-  }
-  CHECK_H5(H5Tclose(ft));
-  CHECK_H5(H5Aclose(a));
-  return 1;
-}
+/* An attribute the file may lack (rc from an h5util reader): whether it was read.  One that is
+ * there but is not a single value of its kind ends the job. */
+static int optional(const char *path, int rc) { return h5util_optional("checkpoint", path, rc); }
 
 /* ---- opening and the root attributes ---------------------------------------------------------- */
 
@@ -100,13 +40,13 @@ static hid_t open_checkpoint(const char *path) {
   hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (fid < 0) bad(path, "cannot open it as an HDF5 file (truncated or damaged?)");
   char fmt[128] = "";
-  if (!attr_str(fid, path, "format", fmt, sizeof fmt))
+  if (!optional(path, h5util_attr_read_str(fid, "format", fmt, sizeof fmt)))
     bad(path, "no 'format' attribute: not an scdino checkpoint (convert PyTorch .pth files with "
               "examples/import_pytorch.py)");
   if (strcmp(fmt, CKPT_FORMAT) != 0)
     bad(path, "format is '%s', expected '%s'", fmt, CKPT_FORMAT);
   int64_t version = 0;
-  if (!attr_i64(fid, path, "version", &version)) bad(path, "no 'version' attribute");
+  h5util_need("checkpoint", path, h5util_attr_read_i64(fid, "version", &version));
   if (version != CKPT_VERSION)
     bad(path, "version %lld is not supported by this scdino (reads version %d)", (long long)version,
         CKPT_VERSION);
@@ -115,7 +55,7 @@ static hid_t open_checkpoint(const char *path) {
 
 static int geti(hid_t fid, const char *path, const char *name, int *out) {
   int64_t v;
-  if (!attr_i64(fid, path, name, &v)) return 0;
+  if (!optional(path, h5util_attr_read_i64(fid, name, &v))) return 0;
   if (v < 0 || v > 1 << 30) bad(path, "attribute '%s' = %lld is out of range", name, (long long)v);
   *out = (int)v;
   return 1;
@@ -142,40 +82,36 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   okh &= geti(fid, path, "norm_last_layer", &h->norm_last_layer);
   h->in_dim = v->dim;
   info->has_head = ok && okh;
-  attr_f64(fid, path, "drop_path_rate", &v->drop_path_rate);
-  attr_str(fid, path, "arch", info->arch, sizeof info->arch);
+  optional(path, h5util_attr_read_f64(fid, "drop_path_rate", &v->drop_path_rate));
+  optional(path, h5util_attr_read_str(fid, "arch", info->arch, sizeof info->arch));
   /* Files written before the key existed (and imports of upstream weights) used the exact GELU. */
   char gelu[16] = "none";
-  attr_str(fid, path, "gelu_approximate", gelu, sizeof gelu);
+  optional(path, h5util_attr_read_str(fid, "gelu_approximate", gelu, sizeof gelu));
   if (strcmp(gelu, "none") && strcmp(gelu, "tanh"))
     bad(path, "attribute 'gelu_approximate' is '%s' (expected 'none' or 'tanh')", gelu);
   v->gelu_approx = h->gelu_approx = !strcmp(gelu, "tanh");
 
-  hssize_t n;
-  hid_t a = attr_open(fid, path, "channels", H5T_INTEGER, &n);
-  if (a >= 0) {
-    if (n < 1 || n > CKPT_MAX_CHANNELS) bad(path, "attribute 'channels' has %lld values", (long long)n);
-    int64_t ch[CKPT_MAX_CHANNELS];
-    if (H5Aread(a, H5T_NATIVE_INT64, ch) < 0) bad(path, "cannot read attribute 'channels'");
-    CHECK_H5(H5Aclose(a));
-    info->nchannels = (int)n;
-    for (int i = 0; i < (int)n; i++) info->channels[i] = (int)ch[i];
+  int64_t ch[CKPT_MAX_CHANNELS];
+  int n;
+  if (optional(path, h5util_attr_read_i64s(fid, "channels", ch, CKPT_MAX_CHANNELS, &n))) {
+    info->nchannels = n;
+    for (int i = 0; i < n; i++) info->channels[i] = (int)ch[i];
   }
 
   info->epoch = -1;
-  attr_i64(fid, path, "epoch", &info->epoch);
-  attr_i64(fid, path, "iteration", &info->iteration);
-  attr_i64(fid, path, "global_step", &info->global_step);
-  attr_i64(fid, path, "niter_per_epoch", &info->niter_per_epoch);
-  attr_i64(fid, path, "epochs", &info->epochs);
-  attr_i64(fid, path, "batch_size_per_rank", &info->batch_size_per_rank);
+  optional(path, h5util_attr_read_i64(fid, "epoch", &info->epoch));
+  optional(path, h5util_attr_read_i64(fid, "iteration", &info->iteration));
+  optional(path, h5util_attr_read_i64(fid, "global_step", &info->global_step));
+  optional(path, h5util_attr_read_i64(fid, "niter_per_epoch", &info->niter_per_epoch));
+  optional(path, h5util_attr_read_i64(fid, "epochs", &info->epochs));
+  optional(path, h5util_attr_read_i64(fid, "batch_size_per_rank", &info->batch_size_per_rank));
   geti(fid, path, "world_size", &info->world_size);
   geti(fid, path, "global_size", &info->global_size);
   geti(fid, path, "local_size", &info->local_size);
   geti(fid, path, "local_crops_number", &info->local_crops_number);
   if (H5Lexists(fid, "loader", H5P_DEFAULT) > 0) {
     hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "loader", H5P_DEFAULT));
-    attr_i64(g, path, "n_train", &info->n_train);
+    optional(path, h5util_attr_read_i64(g, "n_train", &info->n_train));
     CHECK_H5(H5Gclose(g));
   }
   info->has_state = info->epoch >= 0 && H5Lexists(fid, "optimizer", H5P_DEFAULT) > 0 &&
@@ -188,11 +124,11 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
 
 void checkpoint_read_info(const char *path, struct ckpt_info *info) {
   if (comm_rank() == 0) {
-    shards_h5_lock(); /* the loader threads may be using HDF5 */
+    h5util_lock(); /* the loader threads may be using HDF5 */
     hid_t fid = open_checkpoint(path);
     read_info(fid, path, info);
     CHECK_H5(H5Fclose(fid));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
 }
@@ -376,10 +312,10 @@ void checkpoint_load_weights(const char *path, enum ckpt_which which, const stru
   float *host = xcalloc(tt->size, sizeof(float));
   if (comm_rank() == 0) {
     struct ckpt_info info;
-    shards_h5_lock();
+    h5util_lock();
     load_weights_rank0(path, tt, NULL, 0, which == CKPT_STUDENT ? host : NULL,
                        which == CKPT_TEACHER ? host : NULL, &info, NULL);
-    shards_h5_unlock();
+    h5util_unlock();
   }
   bcast_upload(ops, params, host, tt->size);
   free(host);
@@ -389,9 +325,9 @@ void checkpoint_load_model(const char *path, struct dino_model *m, struct ckpt_i
   const size_t n = m->tt.size;
   float *s = xcalloc(n, sizeof(float)), *t = xcalloc(n, sizeof(float));
   if (comm_rank() == 0) {
-    shards_h5_lock();
+    h5util_lock();
     load_weights_rank0(path, &m->tt, &m->spec, 0, s, t, info, NULL);
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
   bcast_upload(m->ops, m->student, s, n);
@@ -423,13 +359,13 @@ static void read_metrics(hid_t fid, const char *path, struct ckpt_metrics *m) {
   memset(m, 0, sizeof *m);
   if (H5Lexists(fid, "train_metrics", H5P_DEFAULT) <= 0) return;
   hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "train_metrics", H5P_DEFAULT));
-  attr_f64(g, path, "loss_sum", &m->loss_sum);
-  attr_f64(g, path, "loss_count", &m->loss_count);
-  attr_f64(g, path, "lr_sum", &m->lr_sum);
-  attr_f64(g, path, "wd_sum", &m->wd_sum);
-  attr_i64(g, path, "steps", &m->steps);
-  attr_i64(g, path, "images", &m->images);
-  attr_f64(g, path, "seconds", &m->seconds);
+  optional(path, h5util_attr_read_f64(g, "loss_sum", &m->loss_sum));
+  optional(path, h5util_attr_read_f64(g, "loss_count", &m->loss_count));
+  optional(path, h5util_attr_read_f64(g, "lr_sum", &m->lr_sum));
+  optional(path, h5util_attr_read_f64(g, "wd_sum", &m->wd_sum));
+  optional(path, h5util_attr_read_i64(g, "steps", &m->steps));
+  optional(path, h5util_attr_read_i64(g, "images", &m->images));
+  optional(path, h5util_attr_read_f64(g, "seconds", &m->seconds));
   CHECK_H5(H5Gclose(g));
 }
 
@@ -443,7 +379,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
   float *hc = xcalloc((size_t)K, sizeof(float));
   int64_t *steps = xcalloc((size_t)tt->n, sizeof *steps);
   if (comm_rank() == 0) {
-    shards_h5_lock();
+    h5util_lock();
     hid_t fid;
     load_weights_rank0(path, tt, &m->spec, 1, hs, ht, info, &fid);
     if (!info->has_state)
@@ -461,7 +397,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
     read_tensor(fid, path, "dino_loss", &c, hc, "");
     read_metrics(fid, path, &st->metrics);
     CHECK_H5(H5Fclose(fid));
-    shards_h5_unlock();
+    h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
   comm_bcast(&st->metrics, sizeof st->metrics, 0);

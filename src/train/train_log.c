@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/shards.h"
 #include "train/train_priv.h"
 
@@ -81,9 +82,8 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
   if (!(w->steps >= t->cfg->training.log_every || last)) return;
   const double now = wtime(), dt = now - w->t0;
   const int64_t step = epoch * t->niter + it + 1, done = step - t->first_step;
-  const double per_step = done > 0 ? (now - t->t_launch) / (double)done : 0.0;
   char eta[32], mem[32];
-  log_fmt_duration(per_step * (double)(t->total_steps - step), eta, sizeof eta);
+  progress_fmt_eta(now - t->t_launch, done, t->total_steps - step, eta, sizeof eta);
   fmt_mem(log_peak_rss_mib(), mem, sizeof mem);
   const double loss = r->loss_ranks > 0 ? r->loss_sum / (double)r->loss_ranks : NAN;
   const double data = dt > 0 ? 100 * w->data_s / dt : 0, comm = dt > 0 ? 100 * w->comm_s / dt : 0;
@@ -92,6 +92,10 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
            "compute %.0f%% comm %.0f%% | mem %s",
            (long long)epoch, (long long)t->epochs, (long long)(it + 1), (long long)t->niter, eta, loss,
            r->lr, r->wd, dt > 0 ? (double)w->images / dt : 0.0, data, comp, comm, mem);
+  /* Every rank's own share of the window: the rank that waits for data, or that the others wait
+   * for in the all-reduce (their comm time is its lateness), shows here (&control verbosity = 3). */
+  log_debug("train: global step %lld: %lld steps in %.3f s since the last line: waiting for data %.3f s, in "
+            "communication %.3f s", (long long)step, (long long)w->steps, dt, w->data_s, w->comm_s);
   memset(w, 0, sizeof *w);
   w->t0 = now;
 }

@@ -21,7 +21,8 @@ EOF
 # Features, one rank.  The checkpoint holds epoch 3 (next to run): the file is features_0002.h5.
 deck features run | sed 's/seed = 11 \//seed = 11, progress_seconds = 0 \//' >f1.nml
 expect_exit 0 "$SCDINO" f1.nml
-expect_grep 'features: 4/20 images \(20 %\), [^ ]+ images/s per rank, eta [^ ]+'
+expect_grep 'features: 4/20 images \(20 %\), [^,]+ images/s, ETA '
+expect_grep 'features: 20/20 images \(100 %\) in [^,]+, [^,]+ images/s$'
 expect_grep 'features: teacher network of ckpt.h5 \(epoch 2\), val subset: 20 of 40 images, 2 channels resized to 32x32'
 expect_grep '1 image\(s\) have a constant non-zero channel; it is set to 0'
 expect_grep 'features: 20 x 48 written to run/features_0002.h5'

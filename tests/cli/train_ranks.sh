@@ -16,13 +16,19 @@
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
 scratch train_ranks
 train_data shards
-train_deck one epochs=2 batch_size_per_rank=8 >one.nml
-train_deck two epochs=2 batch_size_per_rank=4 >two.nml
+# The one-rank run at verbosity 2, the two-rank run at 3 (debug: every rank's own lines).
+train_deck one epochs=2 batch_size_per_rank=8 | sed 's/seed = 5 \//seed = 5, verbosity = 2 \//' >one.nml
+train_deck two epochs=2 batch_size_per_rank=4 | sed 's/seed = 5 \//seed = 5, verbosity = 3 \//' >two.nml
 expect_exit 0 "$SCDINO" one.nml
 expect_grep "batch 8 per rank x 1 rank = 8 per step; 5 iterations per epoch"
+expect_nogrep "\[rank [0-9]+\]"
 expect_exit 0 $MPIEXEC -n 2 "$SCDINO" two.nml
 expect_grep "batch 4 per rank x 2 ranks = 8 per step; 5 iterations per epoch"
 expect_grep "gradient all-reduce mpi over 2 ranks"
+expect_grep "\[rank 1\] loader: 20 of the 40 training images an epoch, in 5 batches of 4; 1 loader thread"
+expect_grep "\[rank 0\] train: global step 10: 5 steps in .* waiting for data .* in communication "
+expect_grep "\[rank 1\] train: global step 10: 5 steps in "
+expect_grep "\[rank 0\] checkpoint two/checkpoint\.h5: [0-9]+ bytes; state copied to the host in "
 
 nchecks=$((nchecks + 1))
 if ! "$top_builddir/tests/fixtures/ckpt_compare" -g 1e-6 -r 1e-5 one/checkpoint.h5 two/checkpoint.h5 \

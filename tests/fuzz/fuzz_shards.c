@@ -33,10 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 void __wrap_exit(int code);
 void __real_exit(int code);
-void __wrap_shards_h5_lock(void);
-void __wrap_shards_h5_unlock(void);
-void __real_shards_h5_lock(void);
-void __real_shards_h5_unlock(void);
+void __wrap_h5util_lock(void);
+void __wrap_h5util_unlock(void);
+void __real_h5util_lock(void);
+void __real_h5util_unlock(void);
 
 /* ---- exit -> longjmp, and the state an abandoned read leaves behind ---- */
 static char dir[256]; /* the shard set of the current input */
@@ -51,20 +51,20 @@ void __wrap_exit(int code) {
   }
   __real_exit(code);
 }
-void __wrap_shards_h5_lock(void) {
-  __real_shards_h5_lock();
+void __wrap_h5util_lock(void) {
+  __real_h5util_lock();
   lock_depth++;
 }
-void __wrap_shards_h5_unlock(void) {
+void __wrap_h5util_unlock(void) {
   lock_depth--;
-  __real_shards_h5_unlock();
+  __real_h5util_unlock();
 }
 
 static int fcntl_is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
 
 static void reset_after_exit(void) {
   scd_fatal_rearm();
-  while (lock_depth > 0) __wrap_shards_h5_unlock();
+  while (lock_depth > 0) __wrap_h5util_unlock();
   /* Close what the reader left open: datasets, groups, types and attributes first, then the files
    * (H5close would do it too, but restarting the library costs a tenth of a second). */
   ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);

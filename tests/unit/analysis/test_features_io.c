@@ -116,20 +116,6 @@ static void set_attr_i64(const char *file, const char *name, int64_t v) {
   H5Fclose(f);
 }
 
-static void set_attr_fixed_str(const char *file, const char *name, const char *v) {
-  hid_t f = open_rw(file);
-  if (H5Aexists(f, name) > 0) H5Adelete(f, name);
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, strlen(v));
-  hid_t sp = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, t, v);
-  H5Aclose(a);
-  H5Sclose(sp);
-  H5Tclose(t);
-  H5Fclose(f);
-}
-
 static void delete_attr(const char *file, const char *name) {
   hid_t f = open_rw(file);
   H5Adelete(f, name);
@@ -183,7 +169,7 @@ static void test_round_trip(void) {
   hsize_t d1 = 37;
   replace_dset(p, "paths", t, 1, &d1, fixed);
   H5Tclose(t);
-  set_attr_fixed_str(p, "checkpoint", "ckpt.h5");
+  t_h5_set_attr_fixed_str(p, "checkpoint", "ckpt.h5", 0);
   features_read(p, &g);
   T_CHECK(strcmp(g.paths[0], "fixed/00.tif") == 0 && strcmp(g.paths[36], "fixed/36.tif") == 0, "fixed-length paths");
   T_CHECK(strcmp(g.checkpoint, "ckpt.h5") == 0, "fixed-length attribute");
@@ -247,19 +233,19 @@ static void test_malformed(void) {
 
   p = good_copy("no_labels.h5", &f);
   delete_link(p, "labels");
-  expect_fatal(p, "missing dataset 'labels'");
+  expect_fatal(p, "dataset 'labels' is missing");
   p = good_copy("no_features.h5", &f);
   delete_link(p, "features");
-  expect_fatal(p, "missing dataset 'features'");
+  expect_fatal(p, "dataset 'features' is missing");
   p = good_copy("no_index.h5", &f);
   delete_link(p, "index");
-  expect_fatal(p, "missing dataset 'index'");
+  expect_fatal(p, "dataset 'index' is missing");
   p = good_copy("no_paths.h5", &f);
   delete_link(p, "paths");
-  expect_fatal(p, "missing dataset 'paths'");
+  expect_fatal(p, "dataset 'paths' is missing");
   p = good_copy("no_classes.h5", &f);
   delete_link(p, "class_names");
-  expect_fatal(p, "missing dataset 'class_names'");
+  expect_fatal(p, "dataset 'class_names' is missing");
 
   int32_t lab13[13] = {0};
   hsize_t d13 = 13;
@@ -292,17 +278,17 @@ static void test_malformed(void) {
   expect_fatal(p, "dataset 'class_names' must hold strings");
 
   p = good_copy("format.h5", &f);
-  set_attr_fixed_str(p, "format", "scdino-checkpoint");
+  t_h5_set_attr_fixed_str(p, "format", "scdino-checkpoint", 0);
   expect_fatal(p, "format attribute is 'scdino-checkpoint', expected 'scdino-features'");
   p = good_copy("version.h5", &f);
   set_attr_i64(p, "version", 2);
   expect_fatal(p, "format version 2 is not supported");
   p = good_copy("no_format.h5", &f);
   delete_attr(p, "format");
-  expect_fatal(p, "missing root attribute 'format'");
+  expect_fatal(p, "attribute 'format' is missing");
   p = good_copy("no_epoch.h5", &f);
   delete_attr(p, "epoch");
-  expect_fatal(p, "missing root attribute 'epoch'");
+  expect_fatal(p, "attribute 'epoch' is missing");
 
   /* Bad values: written through features_write, which does not judge them. */
   f.x[3 * 4 + 2] = NAN;

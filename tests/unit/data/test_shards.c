@@ -283,22 +283,14 @@ static void expect_open_error(const char *what, const char *dir, const char *wan
 static void edit_manifest(const char *dir, const char *attr, const char *sval, int ival, const char *drop) {
   char path[4200];
   snprintf(path, sizeof path, "%s/manifest.h5", dir);
+  if (attr && sval) t_h5_set_attr_fixed_str(path, attr, sval, 0);
   hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-  if (attr) {
+  if (attr && !sval) {
     H5Adelete(f, attr);
     hid_t sp = H5Screate(H5S_SCALAR);
-    if (sval) {
-      hid_t t = H5Tcopy(H5T_C_S1);
-      H5Tset_size(t, strlen(sval));
-      hid_t a = H5Acreate2(f, attr, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-      H5Awrite(a, t, sval);
-      H5Aclose(a);
-      H5Tclose(t);
-    } else {
-      hid_t a = H5Acreate2(f, attr, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-      H5Awrite(a, H5T_NATIVE_INT, &ival);
-      H5Aclose(a);
-    }
+    hid_t a = H5Acreate2(f, attr, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &ival);
+    H5Aclose(a);
     H5Sclose(sp);
   }
   if (drop) H5Ldelete(f, drop, H5P_DEFAULT);
@@ -339,7 +331,7 @@ static void broken(const char *dir) {
 
   make_set(dir, DATASET_U16, 2, counts, 7, NULL, 0);
   edit_manifest(dir, "channels", NULL, 4, NULL);
-  expect_open_error("wrong channel count", dir, "'channel_names' is missing or does not have 4");
+  expect_open_error("wrong channel count", dir, "'channel_names' has 3 entries, not one per channel (4)");
 
   make_set(dir, DATASET_U16, 2, counts, 7, NULL, 0);
   snprintf(path, sizeof path, "%s/shard-00001.h5", dir);

@@ -1,0 +1,245 @@
+/* tests/unit/core/test_h5util.c - the HDF5 helpers: what the readers accept and refuse (the rules of
+ * h5util.h: strings of both kinds with blanks trimmed, numbers of the class asked for, single values
+ * as scalars or one-element arrays, datasets that store what they claim) and the words of their
+ * reasons; the layouts the writers give (scalar or 1-D attributes, scalar and empty datasets);
+ * and the messages of failed writes and of h5util_need (file and object named). */
+#include "build_config.h"
+
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/h5util.h"
+#include "tests/fixtures/testutil.h"
+
+static char file[4200];
+
+static void attr_nums(hid_t obj, const char *name, hid_t type, hsize_t n, const void *v, hid_t mtype) {
+  hid_t sp = n ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, mtype, v);
+  H5Aclose(a);
+  H5Sclose(sp);
+}
+
+/* A chunked dataset of n values with nothing written: it claims what it does not store. */
+static void lazy(hid_t loc, const char *name, hsize_t n) {
+  hid_t sp = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  hsize_t chunk = 16;
+  H5Pset_chunk(dcpl, 1, &chunk);
+  hid_t d = H5Dcreate2(loc, name, H5T_STD_I64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(sp);
+}
+
+static int why_has(const char *needle) {
+  int ok = strstr(h5util_why(), needle) != NULL;
+  if (!ok) fprintf(stderr, "  why is '%s', expected '%s'\n", h5util_why(), needle);
+  return ok;
+}
+
+static void test_attributes(void) {
+  hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  h5util_attr_write_str(f, "vlen", "scdino-features");
+  const int32_t i32 = -7;
+  const double f64 = 0.25;
+  const int64_t three[3] = {4, 5, 6}, one[1] = {9};
+  attr_nums(f, "i32", H5T_STD_I32LE, 0, &i32, H5T_NATIVE_INT32);
+  attr_nums(f, "real", H5T_IEEE_F64LE, 0, &f64, H5T_NATIVE_DOUBLE);
+  attr_nums(f, "three", H5T_STD_I64LE, 3, three, H5T_NATIVE_INT64);
+  attr_nums(f, "one", H5T_STD_I64LE, 1, one, H5T_NATIVE_INT64);
+  hid_t g = h5util_group_create(f, "loader");
+  h5util_attr_write_i64(g, "seed", 11);
+  H5Gclose(g);
+  H5Fclose(f);
+  t_h5_set_attr_fixed_str(file, "padded", "tanh   ", 7);
+  t_h5_set_attr_fixed_str(file, "nulpad", "none", 16);
+  f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+
+  char s[64];
+  int64_t v = 0;
+  double x = 0;
+  T_CHECK(h5util_attr_read_str(f, "vlen", s, sizeof s) == H5UTIL_OK && !strcmp(s, "scdino-features"), "vlen '%s'", s);
+  T_CHECK(!strcmp(h5util_why(), ""), "no reason after success");
+  T_CHECK(h5util_attr_read_str(f, "padded", s, sizeof s) == H5UTIL_OK && !strcmp(s, "tanh"), "blanks trimmed '%s'", s);
+  T_CHECK(h5util_attr_read_str(f, "nulpad", s, sizeof s) == H5UTIL_OK && !strcmp(s, "none"), "NUL padding '%s'", s);
+  T_CHECK(h5util_attr_read_str(f, "vlen", s, 7) == H5UTIL_OK && !strcmp(s, "scdino"), "cut to the buffer '%s'", s);
+  T_CHECK(h5util_attr_read_str(f, "absent", s, sizeof s) == H5UTIL_MISSING && why_has("attribute 'absent' is missing"),
+          "missing string");
+  T_CHECK(h5util_attr_read_str(f, "i32", s, sizeof s) == H5UTIL_BAD &&
+              why_has("attribute 'i32' must be a single string"), "an integer is no string");
+
+  T_CHECK(h5util_attr_read_i64(f, "i32", &v) == H5UTIL_OK && v == -7, "int32 read as int64: %lld", (long long)v);
+  T_CHECK(h5util_attr_read_i64(f, "one", &v) == H5UTIL_OK && v == 9, "one-element array as a single value");
+  v = 123;
+  T_CHECK(h5util_attr_read_i64(f, "real", &v) == H5UTIL_BAD && why_has("attribute 'real' must be a single integer"),
+          "a real is no integer");
+  T_CHECK(v == 123, "nothing stored on failure");
+  T_CHECK(h5util_attr_read_i64(f, "three", &v) == H5UTIL_BAD, "three values are not one");
+  T_CHECK(h5util_attr_read_i64(f, "vlen", &v) == H5UTIL_BAD, "a string is no integer");
+  T_CHECK(h5util_attr_read_f64(f, "real", &x) == H5UTIL_OK && x == 0.25, "real");
+  T_CHECK(h5util_attr_read_f64(f, "i32", &x) == H5UTIL_BAD && why_has("must be a single real number"),
+          "an integer is no real");
+
+  int64_t a[4];
+  int n = 0;
+  T_CHECK(h5util_attr_read_i64s(f, "three", a, 4, &n) == H5UTIL_OK && n == 3 && a[2] == 6, "three integers");
+  T_CHECK(h5util_attr_read_i64s(f, "i32", a, 4, &n) == H5UTIL_OK && n == 1 && a[0] == -7, "a scalar is one");
+  T_CHECK(h5util_attr_read_i64s(f, "three", a, 2, &n) == H5UTIL_BAD && why_has("must be 1 to 2 integers"),
+          "more than max");
+
+  g = H5Gopen2(f, "loader", H5P_DEFAULT);
+  T_CHECK(h5util_attr_read_i64(g, "seed", &v) == H5UTIL_OK && v == 11, "attribute of a group");
+  T_CHECK(h5util_attr_read_i64(g, "epoch", &v) == H5UTIL_MISSING && why_has("attribute 'epoch' of 'loader' is missing"),
+          "the group is named");
+  H5Gclose(g);
+  H5Fclose(f);
+}
+
+static void test_datasets(void) {
+  hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const int32_t lab[4] = {0, 1, 2, 1};
+  const hsize_t n4 = 4, n3 = 3, d2[2] = {2, 2};
+  const float m[4] = {1, 2, 3, 4};
+  h5util_dset_write(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n4, lab);
+  h5util_dset_write(f, "matrix", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, m);
+  const char *names[3] = {"a", "CD4+ T cell", ""};
+  h5util_dset_write_strs(f, "names", names, n3);
+  char fixed[3][8] = {"x  ", "yy", "z"};
+  hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate_simple(1, &n3, NULL);
+  H5Tset_size(t, 8);
+  hid_t d = H5Dcreate2(f, "fixed", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, fixed);
+  H5Dclose(d);
+  H5Sclose(sp);
+  H5Tclose(t);
+  lazy(f, "lazy", 1000000);
+  H5Gclose(h5util_group_create(f, "group"));
+
+  int64_t out[4];
+  hsize_t dims[2];
+  T_CHECK(h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT64, 4, out) == H5UTIL_OK && out[2] == 2,
+          "labels read as int64");
+  T_CHECK(h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT64, 3, out) == H5UTIL_BAD &&
+              why_has("dataset 'labels' has 4 values, expected 3"), "wrong length");
+  T_CHECK(h5util_dset_read_1d(f, "labels", H5T_FLOAT, H5T_NATIVE_DOUBLE, 4, out) == H5UTIL_BAD &&
+              why_has("dataset 'labels' must hold floating-point values"), "integers are no reals");
+  T_CHECK(h5util_dset_read_1d(f, "labels", H5T_NO_CLASS, H5T_NATIVE_INT64, 4, out) == H5UTIL_OK, "any number");
+  T_CHECK(h5util_dset_read_1d(f, "absent", H5T_INTEGER, H5T_NATIVE_INT64, 4, out) == H5UTIL_MISSING &&
+              why_has("dataset 'absent' is missing"), "missing dataset");
+  T_CHECK(h5util_dset_read_1d(f, "group", H5T_INTEGER, H5T_NATIVE_INT64, 4, out) == H5UTIL_BAD &&
+              why_has("'group' is not a dataset"), "a group");
+  T_CHECK(h5util_dset_read_1d(f, "matrix", H5T_FLOAT, H5T_NATIVE_INT64, 4, out) == H5UTIL_BAD &&
+              why_has("dataset 'matrix' has 2 dimensions, expected 1"), "wrong rank");
+  hid_t x;
+  T_CHECK(h5util_dset_open(f, "matrix", 2, H5T_FLOAT, dims, &x) == H5UTIL_OK && dims[0] == 2 && dims[1] == 2,
+          "2-D open");
+  H5Dclose(x);
+  T_CHECK(h5util_dset_open(f, "lazy", 1, H5T_INTEGER, dims, &x) == H5UTIL_OK, "lazy opens");
+  T_CHECK(h5util_dset_stored(x, "lazy", dims[0]) == H5UTIL_BAD &&
+              why_has("dataset 'lazy' claims 1000000 values but stores only 0 bytes (damaged or forged file)"),
+          "an unwritten dataset is refused before it is read");
+  H5Dclose(x);
+
+  char **s = NULL;
+  int64_t ns = 0;
+  T_CHECK(h5util_dset_read_strs(f, "names", 10, &s, &ns) == H5UTIL_OK && ns == 3 && !strcmp(s[1], "CD4+ T cell") &&
+              !strcmp(s[2], ""), "variable-length strings");
+  h5util_strs_free(s, ns);
+  T_CHECK(h5util_dset_read_strs(f, "fixed", 10, &s, &ns) == H5UTIL_OK && ns == 3 && !strcmp(s[0], "x") &&
+              !strcmp(s[1], "yy"), "fixed-length strings, blanks trimmed");
+  h5util_strs_free(s, ns);
+  T_CHECK(h5util_dset_read_strs(f, "names", 2, &s, &ns) == H5UTIL_BAD &&
+              why_has("dataset 'names' has 3 entries; at most 2 are allowed"), "too many strings");
+  T_CHECK(h5util_dset_read_strs(f, "labels", 10, &s, &ns) == H5UTIL_BAD && why_has("must hold strings"),
+          "numbers are no strings");
+  H5Fclose(f);
+}
+
+/* The dataspace class of attribute (attr) or dataset `name` of f; the length of its one dimension
+ * into *len, if any. */
+static H5S_class_t space_of(hid_t f, const char *name, int attr, hsize_t *len) {
+  hid_t o = attr ? H5Aopen(f, name, H5P_DEFAULT) : H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t sp = attr ? H5Aget_space(o) : H5Dget_space(o);
+  const H5S_class_t c = H5Sget_simple_extent_type(sp);
+  if (len && (c != H5S_SIMPLE || H5Sget_simple_extent_ndims(sp) != 1 || H5Sget_simple_extent_dims(sp, len, NULL) != 1))
+    *len = (hsize_t)-1;
+  H5Sclose(sp);
+  if (attr)
+    H5Aclose(o);
+  else
+    H5Dclose(o);
+  return c;
+}
+
+/* The layouts the files keep: h5util_attr_write's n = 0 is a scalar, n = 1 a 1-D attribute. */
+static void test_layouts(void) {
+  hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const int64_t one = 3;
+  h5util_attr_write(f, "scalar", H5T_STD_I64LE, H5T_NATIVE_INT64, 0, &one);
+  h5util_attr_write(f, "array1", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &one);
+  h5util_dset_write(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &one);
+  const hsize_t n0 = 0;
+  h5util_dset_write_untimed(f, "empty", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n0, NULL);
+  hsize_t len = 9;
+  T_CHECK(space_of(f, "scalar", 1, NULL) == H5S_SCALAR, "n = 0: scalar attribute");
+  T_CHECK(space_of(f, "array1", 1, &len) == H5S_SIMPLE && len == 1, "n = 1: 1-D attribute");
+  T_CHECK(space_of(f, "step", 0, NULL) == H5S_SCALAR, "rank 0: scalar dataset");
+  T_CHECK(space_of(f, "empty", 0, &len) == H5S_SIMPLE && len == 0, "an empty dataset, nothing written");
+  /* (That untimed datasets make byte-identical files is tested by tests/cli/prepare_mpi.sh.) */
+  H5Fclose(f);
+}
+
+/* Failures end the job naming the file and the object. */
+static int write_twice(void *arg) {
+  (void)arg;
+  hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+  h5util_attr_write_i64(f, "scalar", 1); /* exists already */
+  return 0;
+}
+
+static int need_missing(void *arg) {
+  (void)arg;
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  int64_t v;
+  h5util_need("checkpoint", "run/x.h5", h5util_attr_read_i64(f, "version", &v));
+  return 0;
+}
+
+static int optional_bad(void *arg) {
+  (void)arg;
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  char s[16];
+  int64_t v;
+  if (h5util_optional(NULL, "m.h5", h5util_attr_read_i64(f, "version", &v))) return 10; /* missing: no error */
+  h5util_optional(NULL, "m.h5", h5util_attr_read_str(f, "scalar", s, sizeof s));
+  return 0;
+}
+
+static void test_failures(void) {
+  char msg[2048];
+  int st = t_run_child(write_twice, NULL, 0, msg, sizeof msg);
+  T_CHECK(st == SCD_EXIT_FAILURE, "failed write: status %d", st);
+  T_CHECK(strstr(msg, file) && strstr(msg, "cannot write attribute 'scalar'"), "failed write: '%s'", msg);
+  st = t_run_child(need_missing, NULL, 0, msg, sizeof msg);
+  T_CHECK(st == SCD_EXIT_DATA && strstr(msg, "checkpoint run/x.h5: attribute 'version' is missing"),
+          "h5util_need: status %d, '%s'", st, msg);
+  st = t_run_child(optional_bad, NULL, 0, msg, sizeof msg);
+  T_CHECK(st == SCD_EXIT_DATA && strstr(msg, "error: m.h5: attribute 'scalar' must be a single string"),
+          "h5util_optional: status %d, '%s'", st, msg);
+}
+
+int main(int argc, char **argv) {
+  t_init(argc, argv);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the reasons come from h5util_why and the messages */
+  snprintf(file, sizeof file, "%s/t.h5", t_scratch_dir("test_h5util"));
+  test_attributes();
+  test_datasets();
+  test_layouts();
+  test_failures();
+  return t_finish();
+}
