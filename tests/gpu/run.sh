@@ -4,8 +4,8 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin.tar.xz (or bin/) and debs/
-#   STAGE     tests | probe | bench | attnk | attn | torch | torchtanh | extra | train | busbw | e2e |
-#             features | goals | all (default
+#   STAGE     tests | probe | bench | attnk | attn | torch | autotune | torchtanh | extra | train | busbw |
+#             e2e | features | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer; ops and reference model again with the
@@ -20,12 +20,12 @@
 #                    step's shapes for each set of the flash kernels' options
 #             attn   the same step with the attention as batched GEMMs and as cuDNN's (the bench
 #                    stage's take the default, the flash kernels)
-#             torch  bench/torch_dino_step.py at batch 64 in every mode: eager and eager with
-#                    AdamW(fused=True), torch.compile with each AdamW, torch.compile(mode=
-#                    "max-autotune") with the fused AdamW (its compilation takes minutes; the
-#                    inductor cache goes to $OUT/inductor-cache.tar.xz, and comes back from
-#                    PACK_DIR/inductor-cache.tar.xz in a later call); torchtanh: eager and
-#                    compiled with the tanh GELU, to set against scdino's tanh form
+#             torch  bench/torch_dino_step.py at batch 64: eager and eager with
+#                    AdamW(fused=True), torch.compile with each AdamW; autotune:
+#                    torch.compile(mode="max-autotune") with the fused AdamW (its compilation
+#                    takes minutes; the inductor cache goes to $OUT/inductor-cache.tar.xz, and
+#                    comes back from PACK_DIR/inductor-cache.tar.xz in a later call); torchtanh:
+#                    eager and compiled with the tanh GELU, to set against scdino's tanh form
 #             extra  more gpu_train_bench runs: bf16 with the bias
 #                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
 #                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
@@ -60,7 +60,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features goals"
+[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features autotune goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -192,7 +192,8 @@ drop() { grep -v "$1" "$results" > "$results.new"; mv "$results.new" "$results";
 [[ " $stages " == *" bench "* ]] && drop '^scdino-bf16\(-mpi\|-serial\|-tanh\|-tune\|-tanh-tune\)\? '
 [[ " $stages " == *" attn "* ]] && drop '^scdino-bf16-\(gemm\|flash\|cudnn\) '
 [[ " $stages " == *" extra "* ]] && drop '^scdino-\(bf16-bgrad-kernel\|bf16-tanh-kernel\|fp32\|vitb-bf16\|bf16-b[0-9]*\) '
-[[ " $stages " == *" torch "* ]] && drop '^torch-\(eager\|eager-fused\|compile\|compile-fused\|max-autotune-fused\) '
+[[ " $stages " == *" torch "* ]] && drop '^torch-\(eager\|eager-fused\|compile\|compile-fused\) '
+[[ " $stages " == *" autotune "* ]] && drop '^torch-max-autotune-fused '
 [[ " $stages " == *" torchtanh "* ]] && drop '^torch-[a-z-]*-tanh '
 bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
   local label=$1 outf=$tmp/scdino-gpu-bench.out
@@ -280,6 +281,8 @@ if [[ " $stages " == *" torch "* ]]; then
   torch_run torch-eager-fused 90 --mode eager --fused
   torch_run torch-compile 240 --mode compile
   torch_run torch-compile-fused 240 --mode compile --fused
+fi
+if [[ " $stages " == *" autotune "* ]]; then # minutes of compilation: a stage of its own
   torch_run torch-max-autotune-fused 300 --mode max-autotune --fused
 fi
 if [[ " $stages " == *" torchtanh "* ]]; then # the tanh GELU on both sides
