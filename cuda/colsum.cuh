@@ -160,40 +160,45 @@ void colsum_multi_run(float *out0, float *out1, F f, int rows, int cols, int acc
   CHECK_LAUNCH();
 }
 
-/* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f's values, V columns per thread
- * (cols a multiple of V). */
-template <int V, typename F> void colsum_vec_run(float *out, F f, int rows, int cols, int accumulate) {
-  if (cols <= 0) return;
+/* What the launchers below share: the checks, the empty case (out set or left, no launch), and the
+ * grid's chunks, per-strip counters and scratch for the partial sums.  Returns 0 when done. */
+struct colsum_grid {
+  int nchunk, strips;
+  unsigned *count;
+  float *partial;
+};
+template <int V> int colsum_vec_setup(float *out, int rows, int cols, int accumulate, colsum_grid *g) {
+  if (cols <= 0) return 0;
   SCD_ASSERT(cols % V == 0);
   if (rows <= 0) {
     colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
     CHECK_LAUNCH();
-    return;
+    return 0;
   }
-  const int nchunk = (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK, strips = (cols + 32 * V - 1) / (32 * V);
-  SCD_ASSERT(nchunk <= 65535);
-  unsigned *count = colsum_counters(strips);
-  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
-  colsum_vec_kernel<V, F><<<dim3((unsigned)strips, (unsigned)nchunk), dim3(32, 8), 0, cu.stream>>>(
-      out, partial, count, f, rows, cols, accumulate);
+  g->nchunk = (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK;
+  g->strips = (cols + 32 * V - 1) / (32 * V);
+  SCD_ASSERT(g->nchunk <= 65535);
+  g->count = colsum_counters(g->strips);
+  g->partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)g->nchunk * cols * sizeof(float));
+  return 1;
+}
+
+/* out[c] = (accumulate ? out[c] : 0) + sum over r < rows of f's values, V columns per thread
+ * (cols a multiple of V). */
+template <int V, typename F> void colsum_vec_run(float *out, F f, int rows, int cols, int accumulate) {
+  colsum_grid g;
+  if (!colsum_vec_setup<V>(out, rows, cols, accumulate, &g)) return;
+  colsum_vec_kernel<V, F><<<dim3((unsigned)g.strips, (unsigned)g.nchunk), dim3(32, 8), 0, cu.stream>>>(
+      out, g.partial, g.count, f, rows, cols, accumulate);
   CHECK_LAUNCH();
 }
 
 /* colsum_vec_run for a two-phase functor (colsum_vec2_kernel), U rows' loads in flight. */
 template <int V, int U, typename F> void colsum_vec2_run(float *out, F f, int rows, int cols, int accumulate) {
-  if (cols <= 0) return;
-  SCD_ASSERT(cols % V == 0);
-  if (rows <= 0) {
-    colsum_empty_kernel<<<(cols + 255) / 256, 256, 0, cu.stream>>>(out, cols, accumulate);
-    CHECK_LAUNCH();
-    return;
-  }
-  const int nchunk = (rows + COLSUM_CHUNK - 1) / COLSUM_CHUNK, strips = (cols + 32 * V - 1) / (32 * V);
-  SCD_ASSERT(nchunk <= 65535);
-  unsigned *count = colsum_counters(strips);
-  float *partial = (float *)cu_scratch(SLOT_PARTIAL, (size_t)nchunk * cols * sizeof(float));
-  colsum_vec2_kernel<V, U, F><<<dim3((unsigned)strips, (unsigned)nchunk), dim3(32, 8), 0, cu.stream>>>(
-      out, partial, count, f, rows, cols, accumulate);
+  colsum_grid g;
+  if (!colsum_vec_setup<V>(out, rows, cols, accumulate, &g)) return;
+  colsum_vec2_kernel<V, U, F><<<dim3((unsigned)g.strips, (unsigned)g.nchunk), dim3(32, 8), 0, cu.stream>>>(
+      out, g.partial, g.count, f, rows, cols, accumulate);
   CHECK_LAUNCH();
 }
 
