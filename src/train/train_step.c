@@ -78,7 +78,9 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   r->momentum = t->mom_sched[step];
   const int n = b->n;
   r->bad_grad = -1;
-  const int prefetched = t->prefetched;
+#ifdef HAVE_CUDA
+  const int prefetched = t->prefetched; /* this batch's crops are already being made on the GPU */
+#endif
   t->prefetched = 0;
   t->nan_pending = fault_inject_nan_tensor(cfg, step);
 
