@@ -24,7 +24,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
     sys.exit(f"export_pytorch.py: needs h5py, numpy and torch ({e})")
 
 FORMAT = "scdino-checkpoint"
-VERSION = 1
+VERSIONS = (1, 2)  # 2: checksummed files (fixed-length strings, Fletcher-32); same content
 
 # Position of each name component in PyTorch's named_parameters() order of DINO's ViT and head.
 _ORDER = {"cls_token": 0, "pos_embed": 1, "patch_embed": 2, "blocks": 3, "norm": 4,
@@ -60,8 +60,8 @@ def export(src, dst, with_optimizer=True):
     with h5py.File(src, "r") as f:
         if attr(f, "format") != FORMAT:
             sys.exit(f"export_pytorch.py: {src}: not an scdino checkpoint (format {attr(f, 'format')!r})")
-        if attr(f, "version") != VERSION:
-            sys.exit(f"export_pytorch.py: {src}: version {attr(f, 'version')} is not {VERSION}")
+        if attr(f, "version") not in VERSIONS:
+            sys.exit(f"export_pytorch.py: {src}: version {attr(f, 'version')} is not one of {VERSIONS}")
         for g in ("student", "teacher"):
             if g not in f:
                 sys.exit(f"export_pytorch.py: {src}: no /{g} group")

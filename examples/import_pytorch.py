@@ -30,6 +30,8 @@ except ImportError as e:  # pragma: no cover - depends on the installation
     sys.exit(f"import_pytorch.py: needs h5py, numpy and torch ({e})")
 
 FORMAT = "scdino-checkpoint"
+# Version 1: the layout without scdino's checksums (h5py cannot keep every attribute in the
+# checksummed object header); scdino reads versions 1 and 2 alike.
 VERSION = 1
 HEADS = {"vit_tiny": 3, "deit_tiny": 3, "vit_small": 6, "deit_small": 6, "vit_base": 12, "deit_base": 12}
 

@@ -38,7 +38,7 @@
 int attention_run(const struct config *cfg);
 
 #define ATTENTION_FORMAT "scdino-attention"
-#define ATTENTION_VERSION 1
+#define ATTENTION_VERSION 2 /* 2: checksummed (newest HDF5 format, Fletcher-32, fixed strings) */
 
 struct dataset;
 

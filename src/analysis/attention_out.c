@@ -16,9 +16,8 @@
 void attention_write_h5(const char *path, struct dataset *ds, const struct features_net *net, int64_t epoch,
                         uint64_t seed, const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes) {
   const int heads = net->vit.d.heads, C = sz[0].prep.nsel, ncls = dataset_nclasses(ds);
-  char tmp[4200];
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  struct h5util_image img;
+  hid_t f = h5util_image_begin(path, &img);
   h5util_attr_write_str(f, "format", ATTENTION_FORMAT);
   h5util_attr_write_i64(f, "version", ATTENTION_VERSION);
   h5util_attr_write_str(f, "checkpoint", net->source);
@@ -77,8 +76,7 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     h5util_dset_write(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
     CHECK_H5(H5Gclose(g));
   }
-  CHECK_H5(H5Fclose(f));
-  fs_atomic_commit(tmp, path);
+  h5util_image_save(f, &img, "attention file", path);
 }
 
 void attention_image_stem(const char *relpath, char *buf, size_t n) {

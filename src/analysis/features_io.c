@@ -20,9 +20,8 @@
 
 void features_write(const char *path, const struct features *f) {
   SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
-  char tmp[4096];
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  hid_t fid = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  struct h5util_image img;
+  hid_t fid = h5util_image_begin(path, &img);
   hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
   hsize_t d1[1] = {(hsize_t)f->n};
   h5util_dset_write(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
@@ -35,8 +34,7 @@ void features_write(const char *path, const struct features *f) {
   h5util_attr_write_str(fid, "checkpoint", f->checkpoint);
   h5util_attr_write_str(fid, "checkpoint_key", f->checkpoint_key);
   h5util_attr_write_i64(fid, "epoch", f->epoch);
-  CHECK_H5(H5Fclose(fid));
-  fs_atomic_commit(tmp, path);
+  h5util_image_save(fid, &img, "features file", path);
 }
 
 /* ---- Reading -------------------------------------------------------------------------------- */
@@ -103,11 +101,8 @@ static void validate(const char *path, const struct features *f) {
 
 void features_read(const char *path, struct features *f) {
   memset(f, 0, sizeof *f);
-  if (!fs_exists(path)) bad(path, "no such file");
-  htri_t is = H5Fis_hdf5(path);
-  if (is <= 0) bad(path, "not an HDF5 file (or it cannot be read)");
-  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (fid < 0) bad(path, "cannot open the HDF5 file");
+  hid_t fid;
+  need(path, h5util_file_open(path, &fid));
 
   char fmt[256];
   need(path, h5util_attr_read_str(fid, "format", fmt, sizeof fmt));
@@ -115,9 +110,9 @@ void features_read(const char *path, struct features *f) {
     bad(path, "format attribute is '%s', expected '%s' (not a scdino features file)", fmt, FEATURES_FORMAT);
   int64_t version = 0;
   need(path, h5util_attr_read_i64(fid, "version", &version));
-  if (version != FEATURES_VERSION)
-    bad(path, "format version %" PRId64 " is not supported (this scdino reads version %d)", version,
-        FEATURES_VERSION);
+  if (version < FEATURES_VERSION_OLDEST || version > FEATURES_VERSION)
+    bad(path, "format version %" PRId64 " is not supported (this scdino reads versions %d to %d)", version,
+        FEATURES_VERSION_OLDEST, FEATURES_VERSION);
   need(path, h5util_attr_read_str(fid, "checkpoint", f->checkpoint, sizeof f->checkpoint));
   need(path, h5util_attr_read_str(fid, "checkpoint_key", f->checkpoint_key, sizeof f->checkpoint_key));
   need(path, h5util_attr_read_i64(fid, "epoch", &f->epoch));

@@ -6,9 +6,9 @@
  *   paths        string  [N]      source image path (relative to the TIFF tree)
  *   index        int64   [N]      global sample index in the shard set (unique, >= 0)
  *   class_names  string  [C]
- *   root attributes: format = "scdino-features", version = 1, checkpoint (string), epoch (int64),
+ *   root attributes: format = "scdino-features", version = 2, checkpoint (string), epoch (int64),
  *   checkpoint_key ("teacher" | "student").
- * Strings are written as variable-length UTF-8; fixed-length strings are accepted on reading.
+ * Strings are written fixed-length (checksummed: doc/formats.md); variable-length ones (version 1) are read too.
  * Features and labels travel in one file, so rows can never be misaligned (upstream writes two
  * CSV files and aligns them by replaying an RNG). */
 #ifndef SCDINO_FEATURES_IO_H
@@ -18,7 +18,8 @@
 #include <stdint.h>
 
 #define FEATURES_FORMAT "scdino-features"
-#define FEATURES_VERSION 1
+#define FEATURES_VERSION 2        /* 2: checksummed (newest HDF5 format, Fletcher-32, fixed strings) */
+#define FEATURES_VERSION_OLDEST 1 /* version 1 files (no checksums) are still read */
 /* Largest tolerated | ||row|| - 1 | on reading: rows are stored L2-normalised. */
 #define FEATURES_NORM_TOL 1e-3
 

@@ -163,9 +163,10 @@ void knn_report_text(const struct knn_report *rep, FILE *f, int full) {
 static void write_h5(const struct knn_report *rep, const char *path) {
   const struct knn_result *r0 = &rep->sets[0].res;
   const hsize_t K = (hsize_t)r0->nk, C = (hsize_t)rep->nclasses;
-  hid_t fid = (hid_t)CHECK_H5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  struct h5util_image img;
+  hid_t fid = h5util_image_begin(path, &img);
   h5util_attr_write_str(fid, "format", "scdino-knn");
-  h5util_attr_write_i64(fid, "version", 1);
+  h5util_attr_write_i64(fid, "version", 2); /* 2: checksummed */
   h5util_attr_write_str(fid, "features_file", rep->features_file);
   h5util_attr_write_str(fid, "checkpoint", rep->checkpoint);
   h5util_attr_write_str(fid, "checkpoint_key", rep->checkpoint_key);
@@ -203,7 +204,7 @@ static void write_h5(const struct knn_report *rep, const char *path) {
     h5util_dset_write(g, "confusion", H5T_STD_I64LE, H5T_NATIVE_INT64, 3, kcc, r->confusion);
     CHECK_H5(H5Gclose(g));
   }
-  CHECK_H5(H5Fclose(fid));
+  h5util_image_save(fid, &img, "kNN report", path);
 }
 
 void knn_report_write(const struct knn_report *rep, const char *run_dir) {
@@ -218,9 +219,7 @@ void knn_report_write(const struct knn_report *rep, const char *run_dir) {
   fs_atomic_commit(tmp, path);
 
   fs_join(path, sizeof path, run_dir, "knn.h5");
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  write_h5(rep, tmp);
-  fs_atomic_commit(tmp, path);
+  write_h5(rep, path);
 }
 
 void knn_report_free(struct knn_report *rep) {

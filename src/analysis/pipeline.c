@@ -45,7 +45,8 @@ double pipeline_final_loss(const char *log_txt) {
 }
 
 void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
-  hid_t f = (hid_t)CHECK_H5(H5Fopen(knn_h5, H5F_ACC_RDONLY, H5P_DEFAULT));
+  hid_t f;
+  h5util_need(NULL, knn_h5, h5util_file_open(knn_h5, &f));
   hsize_t nk;
   hid_t d;
   h5util_need(NULL, knn_h5, h5util_dset_open(f, "k", 1, H5T_INTEGER, &nk, &d));

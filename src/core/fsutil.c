@@ -96,6 +96,48 @@ void fs_atomic_commit(const char *tmp, const char *final_path) {
   }
 }
 
+SCD_NORETURN static void write_failed(const char *what, const char *tmp, const char *path, size_t done,
+                                      size_t size, int err) {
+  unlink(tmp);
+  scd_fatal(SCD_EXIT_FAILURE,
+            "cannot write %s %s: errno %d: %s (after %zu of %zu bytes) - disk full, quota or file-size "
+            "limit?  The temporary file is removed; %s %s%s%s",
+            what, tmp, err, strerror(err), done, size, path,
+            fs_exists(path) ? "is left as it was (the last good " : "was not written", fs_exists(path) ? what : "",
+            fs_exists(path) ? ")" : "");
+}
+
+void fs_write_buffer(const char *what, const char *tmp, const char *final_path, const void *buf, size_t size,
+                     void (*halfway)(void *arg, const char *tmp), void *arg) {
+  const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) write_failed(what, tmp, final_path, 0, size, errno);
+  const char *p = buf;
+  size_t done = 0;
+  while (done < size) {
+    if (halfway && done >= size / 2) {
+      halfway(arg, tmp);
+      halfway = NULL;
+    }
+    size_t chunk = size - done;
+    if (done < size / 2 && chunk > size / 2 - done) chunk = size / 2 - done; /* stop at the half once */
+    if (chunk > ((size_t)1 << 30)) chunk = (size_t)1 << 30;
+    const ssize_t w = write(fd, p + done, chunk);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      close(fd);
+      write_failed(what, tmp, final_path, done, size, err);
+    }
+    done += (size_t)w;
+  }
+  if (fsync(fd) != 0 && errno != EINVAL) {
+    const int err = errno;
+    close(fd);
+    write_failed(what, tmp, final_path, done, size, err);
+  }
+  if (close(fd) != 0) write_failed(what, tmp, final_path, done, size, errno);
+}
+
 void fs_atomic_abort(const char *tmp) {
   unlink(tmp);
   scd_tmpfile_unregister(tmp);

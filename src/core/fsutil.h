@@ -25,6 +25,14 @@ void fs_atomic_commit(const char *tmp, const char *final_path);
 /* Abandon it: remove the temporary file. */
 void fs_atomic_abort(const char *tmp);
 
+/* Write size bytes of buf to tmp (created or truncated) with every write checked, fsync and close
+ * it; the caller renames it (fs_atomic_commit).  A failure (disk full, quota, ulimit -f, I/O error)
+ * ends the job (SCD_EXIT_FAILURE) naming `what` ("checkpoint"), tmp, errno and how far it got,
+ * with tmp removed and final_path, as the message says, left as it was.  halfway (may be NULL) is
+ * called once half the bytes are written (a fault-injection hook for tests). */
+void fs_write_buffer(const char *what, const char *tmp, const char *final_path, const void *buf, size_t size,
+                     void (*halfway)(void *arg, const char *tmp), void *arg);
+
 /* fsync a file by path (after a library such as HDF5 has closed it). */
 void fs_fsync_path(const char *path);
 

@@ -64,6 +64,34 @@ void h5util_release_thread(void) {
   h5_quiesce_held = 0;
 }
 
+/* ---- Fletcher-32 ---- */
+
+uint32_t h5util_fletcher32(const void *data, size_t n) {
+  const unsigned char *p = data;
+  uint32_t a = 0, b = 0;
+  size_t words = n / 2;
+  while (words > 0) {
+    /* 360 words keep both sums below 2^32 before they are folded. */
+    size_t k = words < 360 ? words : 360;
+    words -= k;
+    for (; k > 0; k--, p += 2) {
+      a += ((uint32_t)p[0] << 8) | p[1];
+      b += a;
+    }
+    a = (a & 0xffff) + (a >> 16);
+    b = (b & 0xffff) + (b >> 16);
+  }
+  if (n % 2) {
+    a += (uint32_t)p[0] << 8;
+    b += a;
+    a = (a & 0xffff) + (a >> 16);
+    b = (b & 0xffff) + (b >> 16);
+  }
+  a = (a & 0xffff) + (a >> 16);
+  b = (b & 0xffff) + (b >> 16);
+  return (b << 16) | a;
+}
+
 /* ---- HDF5's reason ---- */
 
 struct innermost {

@@ -25,6 +25,11 @@ void h5util_release_thread(void);
 
 /* ---- HDF5's own reason for a failure ------------------------------------------------------------ */
 
+/* Fletcher-32 of n bytes as HDF5's filter computes it (16-bit big-endian words; an odd last byte
+ * is the high half of a word); the filter stores it after the chunk, little-endian.  For the shard
+ * reader's direct reads, which bypass HDF5's own check. */
+uint32_t h5util_fletcher32(const void *data, size_t n);
+
 /* The innermost message of this thread's HDF5 error stack, where the error was detected ("file
  * signature not found" rather than the API's "unable to open file"), into buf; with_func adds
  * " (in FUNCTION)".  Returns buf. */
@@ -63,6 +68,11 @@ const char *h5util_why(void);
 void h5util_need(const char *kind, const char *file, int rc);
 int h5util_optional(const char *kind, const char *file, int rc);
 
+/* Open path read-only: H5UTIL_MISSING when there is no such file; H5UTIL_BAD when it is not a
+ * regular file (a FIFO would block), not HDF5, or cannot be opened (the reason in h5util_why()).
+ * *fid is closed by the caller after success. */
+int h5util_file_open(const char *path, hid_t *fid);
+
 /* A single string, 64-bit integer, or double attribute `name` of obj (a file, group or dataset). */
 int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n);
 int h5util_attr_read_i64(hid_t obj, const char *name, int64_t *v);
@@ -89,8 +99,37 @@ void h5util_strs_free(char **s, int64_t n);
 /* ---- writing ----------------------------------------------------------------------------------- */
 
 /* A failure ends the job (SCD_EXIT_FAILURE) with a message naming the file, the object and HDF5's
- * reason.  Strings are written as variable-length UTF-8 (h5py hands them back as str). */
-hid_t h5util_str_type(void); /* close with H5Tclose */
+ * reason.  Every file proves its integrity (doc/formats.md): it is written in the library's newest
+ * format, whose superblock, object headers and chunk indices carry checksums; every dataset is
+ * chunked with the Fletcher-32 filter (a scalar or empty one is compact, inside its checksummed
+ * header); strings are fixed-length, null-terminated UTF-8 (variable-length ones would live in the
+ * global heap, which has no checksum; h5py hands them back as bytes). */
+
+/* Create (truncate) path with fapl (H5P_DEFAULT, or one with a driver set) in the newest format. */
+hid_t h5util_file_create(const char *path, hid_t fapl);
+
+/* A file built in memory (the core driver, nothing on disk), for writers that must do every byte of
+ * I/O themselves, checked (HDF5 1.10 cannot close a file whose write failed and crashes at exit
+ * trying again).  h5util_image_create makes one named `name` (the name failure messages give);
+ * h5util_image_close closes it, which completes it (the newest format marks an open file in its
+ * superblock and clears the mark at close), and leaves the whole file in img->buf (malloc'd, the
+ * caller frees it), img->size bytes. */
+struct h5util_image {
+  void *buf;
+  size_t size;
+};
+hid_t h5util_image_create(const char *name, struct h5util_image *img);
+void h5util_image_close(hid_t fid, struct h5util_image *img);
+/* The common case: a file `path` built in memory (h5util_image_begin, named after path in failure
+ * messages), then closed, written atomically with every write checked (fs_write_buffer: a full
+ * disk ends the job with exit 1 naming `what` and the file, nothing half-written left) and freed
+ * (h5util_image_save). */
+hid_t h5util_image_begin(const char *path, struct h5util_image *img);
+void h5util_image_save(hid_t fid, struct h5util_image *img, const char *what, const char *path);
+/* The fixed-length string type for strings of up to len bytes (close with H5Tclose). */
+hid_t h5util_str_type(size_t len);
+/* Set dcpl's layout for a dataset of rank dims and element size elem as described above. */
+void h5util_dcpl_checksum(hid_t dcpl, int rank, const hsize_t *dims, size_t elem);
 /* Attribute `name` of obj: a scalar when n is 0, else n values in one dimension (even when n is 1:
  * the two are different layouts, and the files keep the one they have). */
 void h5util_attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hsize_t n, const void *v);
@@ -100,15 +139,13 @@ void h5util_attr_write_i32(hid_t obj, const char *name, int32_t v);
 void h5util_attr_write_i64(hid_t obj, const char *name, int64_t v);
 void h5util_attr_write_f64(hid_t obj, const char *name, double v);
 /* Dataset `name` of loc with rank dimensions dims (rank 0: a scalar), written from data (nothing
- * is written when it is empty).  The _untimed form records no modification time, so that the same
- * input gives byte-identical files (the shards, which every rank count must write alike). */
+ * is written when it is empty).  No modification time is recorded, so that the same input gives
+ * byte-identical files (the shards, which every rank count must write alike). */
 void h5util_dset_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
                        const void *data);
-void h5util_dset_write_untimed(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
-                               const hsize_t *dims, const void *data);
 /* Dataset creation properties that record no modification time (close with H5Pclose). */
 hid_t h5util_dcpl_untimed(void);
-/* A 1-D dataset of n strings. */
+/* A 1-D dataset of n strings (fixed-length, as wide as the longest). */
 void h5util_dset_write_strs(hid_t loc, const char *name, const char *const *s, hsize_t n);
 /* A new group `name` of loc (close with H5Gclose). */
 hid_t h5util_group_create(hid_t loc, const char *name);

@@ -2,10 +2,12 @@
  * reader ends the job: each returns a status and leaves the reason in h5util_why(). */
 #include "build_config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/check.h"
 #include "core/h5util.h"
@@ -40,6 +42,31 @@ void h5util_need(const char *kind, const char *file, int rc) {
 int h5util_optional(const char *kind, const char *file, int rc) {
   if (rc == H5UTIL_BAD) h5util_need(kind, file, rc);
   return rc == H5UTIL_OK;
+}
+
+/* ---- files ---- */
+
+int h5util_file_open(const char *path, hid_t *fid) {
+  struct stat st;
+  *fid = H5I_INVALID_HID;
+  if (stat(path, &st) != 0)
+    return errno == ENOENT ? fail(H5UTIL_MISSING, "no such file")
+                           : fail(H5UTIL_BAD, "cannot look at it: %s", strerror(errno));
+  /* A FIFO or a device would block the open or be read without end. */
+  if (!S_ISREG(st.st_mode))
+    return fail(H5UTIL_BAD, "not a regular file (%s)",
+                S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+  char reason[512];
+  const htri_t is = H5Fis_hdf5(path);
+  if (is == 0) return fail(H5UTIL_BAD, "not a readable HDF5 file (no HDF5 signature: truncated or damaged?)");
+  if (is < 0)
+    return fail(H5UTIL_BAD, "not a readable HDF5 file (truncated or damaged?): %s",
+                h5util_reason(reason, sizeof reason, 0));
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0)
+    return fail(H5UTIL_BAD, "cannot open it as an HDF5 file (truncated or damaged?): %s", h5util_reason(reason, sizeof reason, 0));
+  *fid = f;
+  return ok();
 }
 
 /* " of 'group'" when obj is not the root group, so that an attribute of /loader is told from one

@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 #define SHARDS_FORMAT "scdino-shards"
-#define SHARDS_VERSION 1
+#define SHARDS_VERSION 2        /* 2: checksummed (newest HDF5 format, Fletcher-32, fixed strings) */
+#define SHARDS_VERSION_OLDEST 1 /* version 1 shard sets (no checksums) are still read */
 #define SHARDS_MANIFEST "manifest.h5"
 
 /* Element type of the stored images. */

@@ -24,6 +24,7 @@ struct shard_file {
   hid_t file, images;
   int fd;                 /* -1 unless direct reads are possible */
   uint64_t *addr;         /* file offset of each image (direct reads) */
+  size_t sum;             /* bytes of Fletcher-32 after each image's chunk (direct reads): 0 or 4 */
   int chunk_read;         /* one unfiltered chunk per image: H5Dread_chunk */
   char **paths;           /* loaded on first dataset_path() */
 };
@@ -51,6 +52,10 @@ struct dataset {
 #define SHARDS_MAX_CHANNELS 65535
 #define SHARDS_MAX_CLASSES 10000
 #define SHARDS_MAX_SHARDS (1 << 20)
+/* The smallest std a channel with variation can have: each image's channel holds a 0 and a 1 after
+ * min-max scaling, so its std is at least about 1/sqrt(pixels) (5e-5 at 20,000 x 20,000). */
+#define SHARDS_STD_MIN 1e-6
+#define SHARDS_STATS_TOL 1e-9
 
 /* HDF5's reason for a failed open or read, for the "cannot open" reports. */
 static const char *h5_reason(char *buf) { return h5util_reason(buf, 256, 0); }
@@ -78,18 +83,18 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (!is_regular(mf)) BAD("%s: not a regular file", mf);
 
   h5util_lock();
-  char why[256], s[256];
-  hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) BAD("%s: cannot open the manifest: %s", mf, h5_reason(why));
+  char s[256];
+  hid_t f;
+  h5util_need(NULL, mf, h5util_file_open(mf, &f));
   if (!h5util_optional(NULL, mf, h5util_attr_read_str(f, "format", s, sizeof s)))
     BAD("%s: not a scdino shard manifest (no 'format' attribute)", mf);
   if (strcmp(s, SHARDS_FORMAT) != 0)
     BAD("%s: not a scdino shard manifest (format is '%s', expected '%s')", mf, s, SHARDS_FORMAT);
   int64_t ver = 0, C = 0, H = 0, W = 0;
   h5util_need(NULL, mf, h5util_attr_read_i64(f, "version", &ver));
-  if (ver != SHARDS_VERSION)
-    BAD("%s: manifest version %lld, but this scdino reads version %d (prepare the shards again)", mf,
-        (long long)ver, SHARDS_VERSION);
+  if (ver < SHARDS_VERSION_OLDEST || ver > SHARDS_VERSION)
+    BAD("%s: manifest version %lld, but this scdino reads versions %d to %d (prepare the shards again)", mf,
+        (long long)ver, SHARDS_VERSION_OLDEST, SHARDS_VERSION);
   h5util_need(NULL, mf, h5util_attr_read_i64(f, "channels", &C));
   h5util_need(NULL, mf, h5util_attr_read_i64(f, "height", &H));
   h5util_need(NULL, mf, h5util_attr_read_i64(f, "width", &W));
@@ -159,6 +164,16 @@ struct dataset *dataset_open(const char *shard_dir) {
   ds->std = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
   h5util_need(NULL, mf, h5util_dset_read_1d(f, "mean", H5T_FLOAT, H5T_NATIVE_DOUBLE, C, ds->mean));
   h5util_need(NULL, mf, h5util_dset_read_1d(f, "std", H5T_FLOAT, H5T_NATIVE_DOUBLE, C, ds->std));
+  /* The statistics are of pixels min-max scaled to [0, 1] (stats.h): a mean in [0, 1], a std in
+   * [0, 0.5].  A std of 0 (a channel without variation) is refused where that channel is used. */
+  for (int c = 0; c < C; c++) {
+    if (!(ds->mean[c] >= -SHARDS_STATS_TOL && ds->mean[c] <= 1 + SHARDS_STATS_TOL))
+      BAD("%s: mean of channel %d is %g, outside [0, 1] (the statistics of pixels scaled to [0, 1]): damaged "
+          "manifest, prepare the shards again", mf, c, ds->mean[c]);
+    if (!(ds->std[c] == 0 || (ds->std[c] >= SHARDS_STD_MIN && ds->std[c] <= 0.5 + SHARDS_STATS_TOL)))
+      BAD("%s: std of channel %d is %g, neither 0 nor in [%g, 0.5] (the statistics of pixels scaled to [0, 1]): "
+          "damaged manifest, prepare the shards again", mf, c, ds->std[c], SHARDS_STD_MIN);
+  }
 
   /* Files skipped by prepare: their ImageFolder positions, so the split matches upstream's. */
   ds->source_count = total;
@@ -280,6 +295,7 @@ static int shard_of(const struct dataset *ds, int64_t i) {
  * image (a rewritten file, h5repack for instance, moves chunks) and every image has its size.
  * The lookup by coordinate walks the chunk index (linear in 1.10), so it is not done for all. */
 static int offsets_agree(const struct shard_file *sf, size_t image_bytes) {
+  image_bytes += sf->sum;
   int64_t probe[2] = {0, sf->count - 1};
   for (int k = 0; k < 2; k++) {
     hsize_t off[4] = {(hsize_t)probe[k], 0, 0, 0}, size = 0;
@@ -296,6 +312,7 @@ static int offsets_agree(const struct shard_file *sf, size_t image_bytes) {
  * Checked for all, since offsets_agree probes only two: a damaged middle offset would otherwise
  * make pread() return another image's bytes, or metadata, without any error. */
 static int offsets_ordered(const struct shard_file *sf, size_t image_bytes) {
+  image_bytes += sf->sum;
   for (int64_t j = 0; j + 1 < sf->count; j++)
     if (sf->addr[j] > UINT64_MAX - image_bytes || sf->addr[j] + image_bytes > sf->addr[j + 1]) return 0;
   return 1;
@@ -303,10 +320,8 @@ static int offsets_ordered(const struct shard_file *sf, size_t image_bytes) {
 
 /* Open and check shard k (caller holds the HDF5 lock). */
 static void shard_open(struct dataset *ds, struct shard_file *sf) {
-  char why[256];
   const char *p = sf->path;
-  sf->file = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (sf->file < 0) BAD("%s: cannot open shard: %s", p, h5_reason(why));
+  h5util_need("shard", p, h5util_file_open(p, &sf->file));
   hsize_t dims[4] = {0, 0, 0, 0}; /* [images, channels, height, width] */
   h5util_need(NULL, p, h5util_dset_open(sf->file, "images", 4, H5T_NO_CLASS, dims, &sf->images));
   hid_t t = H5Dget_type(sf->images);
@@ -335,15 +350,23 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   free(idx);
 
   /* Read paths, fastest first.  Direct: every image is one uncompressed block at a known file
-   * offset - a contiguous dataset, or one-image chunks whose offsets the writer recorded in
-   * 'image_offsets' - so pread() needs neither HDF5 nor the lock.  Chunk: one-image unfiltered
-   * chunks read whole with H5Dread_chunk (a B-tree lookup, no conversion).  Otherwise H5Dread. */
+   * offset - a contiguous dataset, or one-image chunks (followed by their Fletcher-32 in version 2
+   * shards, checked here) whose offsets the writer recorded in 'image_offsets' - so pread() needs
+   * neither HDF5 nor the lock.  Chunk: one-image unfiltered chunks read whole with H5Dread_chunk
+   * (a B-tree lookup, no conversion).  Otherwise H5Dread. */
   hid_t dcpl = H5Dget_create_plist(sf->images);
   H5D_layout_t layout = H5Pget_layout(dcpl);
-  int unfiltered = native_type && H5Pget_nfilters(dcpl) == 0;
+  const int nfilters = H5Pget_nfilters(dcpl);
+  int unfiltered = native_type && nfilters == 0;
+  unsigned flags = 0, cd[4];
+  size_t ncd = 4;
+  const int summed = native_type && nfilters == 1 &&
+                     H5Pget_filter2(dcpl, 0, &flags, &ncd, cd, 0, NULL, NULL) == H5Z_FILTER_FLETCHER32;
   hsize_t chunk[4] = {0, 0, 0, 0};
-  sf->chunk_read = unfiltered && layout == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, chunk) == 4 && chunk[0] == 1 &&
-                   chunk[1] == (hsize_t)ds->C && chunk[2] == (hsize_t)ds->H && chunk[3] == (hsize_t)ds->W;
+  const int one_image = layout == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, chunk) == 4 && chunk[0] == 1 &&
+                        chunk[1] == (hsize_t)ds->C && chunk[2] == (hsize_t)ds->H && chunk[3] == (hsize_t)ds->W;
+  sf->chunk_read = unfiltered && one_image;
+  sf->sum = summed ? 4 : 0;
   H5Pclose(dcpl);
   if (unfiltered && layout == H5D_CONTIGUOUS) {
     haddr_t base = H5Dget_offset(sf->images);
@@ -351,7 +374,7 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
       sf->addr = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *sf->addr));
       for (int64_t j = 0; j < sf->count; j++) sf->addr[j] = base + (uint64_t)j * ds->image_bytes;
     }
-  } else if (sf->chunk_read) {
+  } else if (one_image && (unfiltered || summed)) {
     /* Offsets that are missing, damaged or not trusted leave the chunk reads. */
     sf->addr = xmalloc(MUL_SIZE((size_t)sf->count, sizeof *sf->addr));
     if (h5util_dset_read_1d(sf->file, "image_offsets", H5T_INTEGER, H5T_NATIVE_UINT64, sf->count, sf->addr) !=
@@ -364,7 +387,7 @@ static void shard_open(struct dataset *ds, struct shard_file *sf) {
   if (sf->addr) {
     long long fsize = fs_file_size(p);
     for (int64_t j = 0; j < sf->count; j++)
-      if (fsize < 0 || sf->addr[j] > (uint64_t)fsize || sf->addr[j] + ds->image_bytes > (uint64_t)fsize)
+      if (fsize < 0 || sf->addr[j] > (uint64_t)fsize || sf->addr[j] + ds->image_bytes + sf->sum > (uint64_t)fsize)
         BAD("%s: image %lld lies beyond the end of the file (truncated shard)", p, (long long)j);
     sf->fd = open(p, O_RDONLY | O_CLOEXEC);
     if (sf->fd < 0) BAD("%s: cannot open: %s", p, strerror(errno));
@@ -384,15 +407,26 @@ static struct shard_file *shard_ready(struct dataset *ds, int k) {
   return sf;
 }
 
-static void read_direct(const struct dataset *ds, const struct shard_file *sf, int64_t j, char *out) {
+static void pread_all(const struct shard_file *sf, int64_t j, void *buf, size_t n, uint64_t at) {
   size_t done = 0;
-  while (done < ds->image_bytes) {
-    ssize_t r = pread(sf->fd, out + done, ds->image_bytes - done, (off_t)(sf->addr[j] + done));
+  while (done < n) {
+    ssize_t r = pread(sf->fd, (char *)buf + done, n - done, (off_t)(at + done));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) BAD("%s: reading image %lld: %s", sf->path, (long long)j, strerror(errno));
     if (r == 0) BAD("%s: image %lld: unexpected end of file (truncated shard)", sf->path, (long long)j);
     done += (size_t)r;
   }
+}
+
+static void read_direct(const struct dataset *ds, const struct shard_file *sf, int64_t j, char *out) {
+  pread_all(sf, j, out, ds->image_bytes, sf->addr[j]);
+  if (!sf->sum) return;
+  /* HDF5's Fletcher-32 filter keeps the sum after the chunk, little-endian. */
+  unsigned char s[4];
+  pread_all(sf, j, s, 4, sf->addr[j] + ds->image_bytes);
+  const uint32_t stored = (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
+  if (stored != h5util_fletcher32(out, ds->image_bytes))
+    BAD("%s: image %lld fails its Fletcher-32 checksum (damaged shard)", sf->path, (long long)j);
 }
 
 static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int64_t j, void *out) {
@@ -468,11 +502,11 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
   }
   h5util_lock();
   int rc = -1;
-  hid_t f = H5Fopen(mf, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t f;
   int64_t ver = 0, crop = 0, ch = 0, nch = 0;
   char **names = NULL;
-  if (f < 0) {
-    snprintf(why, n, "%s cannot be opened: %s", mf, h5_reason(buf));
+  if (h5util_file_open(mf, &f) != H5UTIL_OK) {
+    snprintf(why, n, "%s cannot be opened: %s", mf, h5util_why());
   } else if (h5util_attr_read_str(f, "format", buf, sizeof buf) != H5UTIL_OK || strcmp(buf, SHARDS_FORMAT) != 0) {
     snprintf(why, n, "%s is not a scdino shard manifest", mf);
   } else if (h5util_attr_read_i64(f, "version", &ver) != H5UTIL_OK || ver != SHARDS_VERSION) {

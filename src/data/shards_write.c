@@ -43,13 +43,11 @@ static hid_t mem_type(int dtype) { return dtype == DATASET_F32 ? H5T_NATIVE_FLOA
  * or tomorrow). */
 static void dset_1d(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int64_t n, const void *data) {
   const hsize_t dims[1] = {(hsize_t)n};
-  h5util_dset_write_untimed(loc, name, ftype, mtype, 1, dims, data);
+  h5util_dset_write(loc, name, ftype, mtype, 1, dims, data);
 }
 
 static void dset_strs(hid_t loc, const char *name, int64_t n, const char *const *strs) {
-  hid_t t = h5util_str_type();
-  dset_1d(loc, name, t, t, n, strs);
-  CHECK_H5(H5Tclose(t));
+  h5util_dset_write_strs(loc, name, strs, (hsize_t)n);
 }
 
 /* ---- shard writer ---- */
@@ -74,15 +72,16 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
 
   fs_atomic_begin(path, w->tmp, sizeof w->tmp);
   h5util_lock();
-  w->file = (hid_t)CHECK_H5(H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  w->file = h5util_file_create(w->tmp, H5P_DEFAULT);
   hsize_t dims[4] = {0, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hsize_t maxdims[4] = {H5S_UNLIMITED, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hsize_t chunk[4] = {1, (hsize_t)channels, (hsize_t)height, (hsize_t)width};
   hid_t sp = (hid_t)CHECK_H5(H5Screate_simple(4, dims, maxdims));
   hid_t dcpl = h5util_dcpl_untimed();
-  /* One image per chunk, uncompressed: a sample is one contiguous read, and readers can use
-   * plain pread() on the chunk's file offset. */
+  /* One image per chunk, uncompressed, with its Fletcher-32: a sample is one contiguous read, and
+   * readers can use plain pread() on the chunk's file offset and check the sum themselves. */
   CHECK_H5(H5Pset_chunk(dcpl, 4, chunk));
+  CHECK_H5(H5Pset_fletcher32(dcpl));
   CHECK_H5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
   w->images = (hid_t)CHECK_H5(H5Dcreate2(w->file, "images", file_type(dtype), sp, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   CHECK_H5(H5Pclose(dcpl));
@@ -141,7 +140,7 @@ static void write_offsets(struct shard_writer *w) {
     unsigned mask = 0;
     haddr_t a = HADDR_UNDEF;
     CHECK_H5(H5Dget_chunk_info_by_coord(w->images, off, &mask, &a, &size));
-    SCD_ASSERT(a != HADDR_UNDEF && size == w->image_bytes && mask == 0);
+    SCD_ASSERT(a != HADDR_UNDEF && size == w->image_bytes + 4 && mask == 0);
     addr[j] = (uint64_t)a;
   }
   dset_1d(w->file, "image_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, w->n, addr);
@@ -203,11 +202,11 @@ void shard_writer_discard(struct shard_writer *w) {
 /* ---- manifest ---- */
 
 void manifest_write(const char *shard_dir, const struct manifest_info *m) {
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[PATH_MAX];
   fs_join(path, sizeof path, shard_dir, SHARDS_MANIFEST);
-  fs_atomic_begin(path, tmp, sizeof tmp);
   h5util_lock();
-  hid_t f = (hid_t)CHECK_H5(H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  struct h5util_image img;
+  hid_t f = h5util_image_begin(path, &img);
   h5util_attr_write_str(f, "format", SHARDS_FORMAT);
   h5util_attr_write_i32(f, "version", SHARDS_VERSION);
   h5util_attr_write_i32(f, "channels", m->channels);
@@ -235,7 +234,11 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   dset_1d(f, "skipped_index", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nskipped, m->skipped_index);
   dset_1d(f, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->mean);
   dset_1d(f, "std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->std);
-  CHECK_H5(H5Fclose(f));
+  h5util_image_close(f, &img);
   h5util_unlock();
+  char tmp[PATH_MAX];
+  fs_atomic_begin(path, tmp, sizeof tmp);
+  fs_write_buffer("shard manifest", tmp, path, img.buf, img.size, NULL, NULL);
   fs_atomic_commit(tmp, path);
+  free(img.buf);
 }

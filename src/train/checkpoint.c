@@ -126,14 +126,12 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
 static void *build_image(const char *path, const struct ckpt_state *st, struct host_state *h, const char *deck,
                          size_t *size) {
   const struct tensor_table *tt = &st->model->tt;
-  hid_t fapl = (hid_t)CHECK_H5(H5Pcreate(H5P_FILE_ACCESS));
-  CHECK_H5(H5Pset_fapl_core(fapl, (size_t)16 << 20, 0));
   /* Named after the checkpoint, which the writers' failure messages then name (without a backing
    * store the core driver never touches a file of that name). */
   char name[PATH_MAX + 32];
   snprintf(name, sizeof name, "%s (built in memory)", path);
-  hid_t fid = (hid_t)CHECK_H5(H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
-  CHECK_H5(H5Pclose(fapl));
+  struct h5util_image img;
+  hid_t fid = h5util_image_create(name, &img);
   write_root_attrs(fid, st, deck);
 
   hid_t gs = h5util_group_create(fid, "student"), gt = h5util_group_create(fid, "teacher");
@@ -197,23 +195,13 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   h5util_attr_write_f64(gx, "seconds", st->metrics.seconds);
   CHECK_H5(H5Gclose(gx));
 
-  CHECK_H5(H5Fflush(fid, H5F_SCOPE_GLOBAL));
-  const ssize_t n = (ssize_t)CHECK_H5(H5Fget_file_image(fid, NULL, 0));
-  void *image = xmalloc((size_t)n);
-  CHECK_H5(H5Fget_file_image(fid, image, (size_t)n));
-  CHECK_H5(H5Fclose(fid));
-  *size = (size_t)n;
-  return image;
+  h5util_image_close(fid, &img);
+  *size = img.size;
+  return img.buf;
 }
 
-/* A failed write (disk full, quota, ulimit -f, I/O error): the file, errno, and what is left. */
-SCD_NORETURN static void write_failed(const char *tmp, const char *path, size_t done, size_t size, int err) {
-  scd_fatal(SCD_EXIT_FAILURE,
-            "cannot write checkpoint %s: errno %d: %s (after %zu of %zu bytes) - disk full, quota or file-size "
-            "limit?  The temporary file is removed; %s %s",
-            tmp, err, strerror(err), done, size, path,
-            fs_exists(path) ? "is left as it was (the last good checkpoint)" : "was not written");
-}
+/* &debug checkpoint_pause: stop half-way, for the kill -9 test. */
+static void pause_halfway(void *cfg, const char *tmp) { fault_inject_checkpoint_pause(cfg, tmp); }
 
 /* The image to path: temporary name, every write checked, fsync, rename (keeping the previous
  * checkpoint when keep_prev). */
@@ -221,31 +209,7 @@ static void write_image(const char *path, const void *image, size_t size, int ke
                         const struct config *cfg) {
   char tmp[PATH_MAX];
   fs_atomic_begin(path, tmp, sizeof tmp);
-  const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) write_failed(tmp, path, 0, size, errno);
-  const char *p = image;
-  size_t done = 0;
-  while (done < size) {
-    /* &debug checkpoint_pause: stop half-way, for the kill -9 test. */
-    if (done >= size / 2) fault_inject_checkpoint_pause(cfg, tmp);
-    size_t chunk = size - done;
-    if (done < size / 2 && chunk > size / 2 - done) chunk = size / 2 - done;
-    if (chunk > ((size_t)1 << 30)) chunk = (size_t)1 << 30;
-    const ssize_t w = write(fd, p + done, chunk);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : ENOSPC;
-      close(fd);
-      write_failed(tmp, path, done, size, err);
-    }
-    done += (size_t)w;
-  }
-  if (fsync(fd) != 0 && errno != EINVAL) {
-    const int err = errno;
-    close(fd);
-    write_failed(tmp, path, done, size, err);
-  }
-  if (close(fd) != 0) write_failed(tmp, path, done, size, errno);
+  fs_write_buffer("checkpoint", tmp, path, image, size, pause_halfway, (void *)cfg);
   checkpoint_install(tmp, path, keep_prev);
 }
 

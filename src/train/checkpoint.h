@@ -11,7 +11,7 @@
  *   /loader                            attributes: where the data stream continues (seed, epoch,
  *                                      next_batch, world_size, batch_size_per_rank, n_train, ...)
  *   /train_metrics                     attributes: the running sums of the unfinished epoch (log.txt)
- *   root attributes: format = "scdino-checkpoint", version = 1, epoch (next epoch to run),
+ *   root attributes: format = "scdino-checkpoint", version = 2 (1 is read too), epoch (next epoch to run),
  *   iteration (next iteration inside that epoch; 0 at an epoch boundary), global_step,
  *   niter_per_epoch, epochs, world_size, batch_size_per_rank, the model hyperparameters (arch,
  *   patch_size, in_chans, embed_dim, depth, num_heads, mlp_hidden, pos_grid, drop_path_rate,
@@ -51,7 +51,8 @@
 #include "model/tensor.h"
 
 #define CKPT_FORMAT "scdino-checkpoint"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2        /* 2: checksummed (newest HDF5 format, Fletcher-32, fixed strings) */
+#define CKPT_VERSION_OLDEST 1 /* version 1 files (no checksums) are still read */
 #define CKPT_FILE "checkpoint.h5"
 #define CKPT_MAX_CHANNELS 64
 

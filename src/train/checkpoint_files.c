@@ -107,18 +107,9 @@ static herr_t probe_link(hid_t g, const char *name, const H5L_info_t *li, void *
 }
 
 int checkpoint_probe(const char *path, char *why, size_t n) {
-  snprintf(why, n, "unreadable");
-  if (!fs_exists(path)) {
-    snprintf(why, n, "no such file");
-    return 1;
-  }
-  if (H5Fis_hdf5(path) <= 0) {
-    snprintf(why, n, "not a readable HDF5 file (truncated or damaged?)");
-    return 1;
-  }
-  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (fid < 0) {
-    snprintf(why, n, "cannot open it as an HDF5 file (truncated or damaged?)");
+  hid_t fid;
+  if (h5util_file_open(path, &fid) != H5UTIL_OK) {
+    snprintf(why, n, "%s", h5util_why());
     return 1;
   }
   struct probe p = {why, n, 0, 0};

@@ -34,11 +34,8 @@ static int optional(const char *path, int rc) { return h5util_optional("checkpoi
 /* ---- opening and the root attributes ---------------------------------------------------------- */
 
 static hid_t open_checkpoint(const char *path) {
-  if (!fs_exists(path)) bad(path, "no such file");
-  if (H5Fis_hdf5(path) <= 0)
-    bad(path, "not a readable HDF5 file (truncated or damaged?)");
-  hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (fid < 0) bad(path, "cannot open it as an HDF5 file (truncated or damaged?)");
+  hid_t fid;
+  h5util_need("checkpoint", path, h5util_file_open(path, &fid));
   char fmt[128] = "";
   if (!optional(path, h5util_attr_read_str(fid, "format", fmt, sizeof fmt)))
     bad(path, "no 'format' attribute: not an scdino checkpoint (convert PyTorch .pth files with "
@@ -47,9 +44,9 @@ static hid_t open_checkpoint(const char *path) {
     bad(path, "format is '%s', expected '%s'", fmt, CKPT_FORMAT);
   int64_t version = 0;
   h5util_need("checkpoint", path, h5util_attr_read_i64(fid, "version", &version));
-  if (version != CKPT_VERSION)
-    bad(path, "version %lld is not supported by this scdino (reads version %d)", (long long)version,
-        CKPT_VERSION);
+  if (version < CKPT_VERSION_OLDEST || version > CKPT_VERSION)
+    bad(path, "version %lld is not supported by this scdino (reads versions %d to %d)", (long long)version,
+        CKPT_VERSION_OLDEST, CKPT_VERSION);
   return fid;
 }
 

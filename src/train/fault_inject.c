@@ -14,7 +14,7 @@
 #include "model/tensor.h"
 #include "train/fault_inject.h"
 
-static int nan_index = -1;
+static int nan_index = -1, nan_input;
 static int paused;
 
 static void check_rank(const char *key, long rank, int allow_all) {
@@ -26,11 +26,16 @@ static void check_rank(const char *key, long rank, int allow_all) {
 
 void fault_inject_setup(const struct config *cfg, const struct tensor_table *tt) {
   nan_index = -1;
+  nan_input = 0;
   paused = 0;
   if (cfg->debug.signal_at_step >= 0) check_rank("signal_rank", cfg->debug.signal_rank, 1);
   if (cfg->debug.fail_at_step >= 0) check_rank("fail_rank", cfg->debug.fail_rank, 0);
   if (cfg->debug.nan_at_step < 0) return;
   check_rank("nan_rank", cfg->debug.nan_rank, 0);
+  if (!strcmp(cfg->debug.nan_tensor, "input")) {
+    nan_input = 1; /* the NaN goes into the first pixel of the batch instead */
+    return;
+  }
   for (int i = 0; i < tt->n && nan_index < 0; i++) {
     if (!(tt->t[i].flags & TENSOR_GRAD)) continue;
     if (!cfg->debug.nan_tensor[0] || !strcmp(cfg->debug.nan_tensor, tt->t[i].name)) nan_index = i;
@@ -87,6 +92,10 @@ void fault_inject_step(const struct config *cfg, int64_t step) {
 int fault_inject_nan_tensor(const struct config *cfg, int64_t step) {
   if (nan_index < 0 || step != cfg->debug.nan_at_step || comm_rank() != cfg->debug.nan_rank) return -1;
   return nan_index;
+}
+
+int fault_inject_nan_input(const struct config *cfg, int64_t step) {
+  return nan_input && step == cfg->debug.nan_at_step && comm_rank() == cfg->debug.nan_rank;
 }
 
 void fault_inject_checkpoint_pause(const struct config *cfg, const char *tmp_path) {

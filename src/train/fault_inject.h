@@ -17,6 +17,8 @@ void fault_inject_step(const struct config *cfg, int64_t step);
 /* Index of the tensor whose gradient gets a NaN at this step on this rank, or -1. */
 int fault_inject_nan_tensor(const struct config *cfg, int64_t step);
 /* In a checkpoint write, half of the file written: pause as asked (first write of the launch only). */
+/* Whether this step's input batch gets a NaN in its first pixel on this rank (nan_tensor = 'input'). */
+int fault_inject_nan_input(const struct config *cfg, int64_t step);
 void fault_inject_checkpoint_pause(const struct config *cfg, const char *tmp_path);
 
 #endif

@@ -101,6 +101,10 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
       if (b->n_local > 0)
         ops->upload(l, b->local, MUL_SIZE((size_t)b->n_local * n * C, L * L) * sizeof(float));
     }
+    if (fault_inject_nan_input(cfg, step)) { /* &debug: bad input data, found by the loss guard */
+      const float v = NAN;
+      ops->upload(g, &v, sizeof v);
+    }
     /* Drop-path masks keyed by the global step and the images' global indices: the same for any
      * rank count and batch split. */
     struct dino_droppath dp = {(uint64_t)cfg->control.seed, (uint64_t)step, b->index};

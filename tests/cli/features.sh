@@ -46,7 +46,10 @@ if [ "$PYTHON3" != none ]; then
 import h5py, numpy as np
 f = h5py.File("run/features_0002.h5", "r")
 s = lambda v: v.decode() if isinstance(v, bytes) else v
-assert s(f.attrs["format"]) == "scdino-features" and f.attrs["version"] == 1
+assert s(f.attrs["format"]) == "scdino-features" and f.attrs["version"] == 2
+# Fixed-length strings (doc/formats.md): h5py gives bytes.
+assert isinstance(f.attrs["format"], bytes) and f["paths"].dtype.kind == "S"
+assert f["features"].fletcher32 and f["features"].chunks is not None
 assert s(f.attrs["checkpoint_key"]) == "teacher" and f.attrs["epoch"] == 2 and s(f.attrs["checkpoint"]) == "ckpt.h5"
 x = f["features"][:]; idx = f["index"][:]; lab = f["labels"][:]; paths = [s(p) for p in f["paths"][:]]
 assert x.shape == (20, 48) and x.dtype == np.float32

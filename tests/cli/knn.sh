@@ -69,7 +69,7 @@ if [ "$PYTHON3" != none ]; then
   cat >check.py <<'EOF'
 import h5py, numpy as np
 f = h5py.File("run/knn.h5", "r")
-assert f.attrs["format"] == "scdino-knn" and f.attrs["version"] == 1
+assert f.attrs["format"] == b"scdino-knn" and f.attrs["version"] == 2
 k = f["k"][:]; used = f["k_used"][:]
 assert list(k) == [1, 5, 100] and list(used) == [1, 5, 67], (k, used)
 for g in ("trained", "raw_pixels"):

@@ -80,7 +80,7 @@ if [ "$PYTHON3" != none ]; then
   cat >check.py <<'EOF'
 import h5py, numpy as np
 m = h5py.File("k1/manifest.h5", "r")
-assert m.attrs["format"] == "scdino-shards" and m.attrs["count"] == 35 and m.attrs["source_count"] == 37
+assert m.attrs["format"] == b"scdino-shards" and m.attrs["version"] == 2 and m.attrs["count"] == 35 and m.attrs["source_count"] == 37
 # Classes B, NK, T4, T8; B holds B_00000..B_00008.tiff and extra.tif (10 files), NK 9: so
 # B/B_00002.tiff is file 2 and T4/T4_00004.tiff file 10 + 9 + 4 = 23.
 assert list(m["skipped_index"][:]) == [2, 23], list(m["skipped_index"][:])

@@ -79,8 +79,12 @@ out=$(h5dump -a /format run/checkpoint.h5 2>/dev/null)
 expect_grep '"scdino-checkpoint"'
 out=$(h5dump -a /epoch -a /version -a /in_chans run/checkpoint.h5)
 expect_grep "\(0\): 4$"
-expect_grep "\(0\): 1$"
+expect_grep "\(0\): 2$"
 expect_grep "\(0\): 5$"
+# Checksummed (doc/formats.md): Fletcher-32 on the tensors, fixed-length strings.
+out=$(h5dump -p -H -d /teacher/backbone.cls_token -a /format run/checkpoint.h5)
+expect_grep "CHECKSUM FLETCHER32"
+expect_grep "STRSIZE [0-9]+;"
 
 # Two ranks, one epoch: the last batch is partial (193 per rank, padded as DistributedSampler).
 if [ "$MPIEXEC" != none ]; then

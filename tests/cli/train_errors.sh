@@ -96,18 +96,27 @@ expect_grep "\(0\): 10$"
 out=$(h5dump -a /epoch -a /iteration i/checkpoint.h5)
 expect_grep "\(0\): 0$"
 
-# A non-finite loss stops the run at its step and names the last good checkpoint.  The shards are
-# swapped for ones whose channel std is 1e-45, so normalised pixels overflow to infinity.
-cp -r base nan && mkdir -p nanshards || exit 99
+# Shards whose channel std is 1e-45 (normalised pixels would overflow) are refused before training,
+# naming the manifest (exit 3).
+mkdir -p nanshards || exit 99
 train_data nanshards 1e-45
-TRAIN_SHARDS=nanshards train_deck nan epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. >nan.nml
+TRAIN_SHARDS=nanshards train_deck nanstd epochs=1 batch_size_per_rank=4 >nanstd.nml
+expect_exit 3 "$SCDINO" nanstd.nml
+expect_grep "error: nanshards/manifest\.h5: std of channel 0 is 1e-45, neither 0 nor in \[1e-06, 0\.5\]"
+
+# A non-finite loss stops the run at its step and names the last good checkpoint: a NaN in the
+# input batch (&debug nan_tensor = 'input') at the first step after the restart.
+cp -r base nan || exit 99
+train_deck nan epochs=2 warmup_epochs=0 batch_size_per_rank=4 restart=.true. |
+  sed "s/&system /\&debug nan_at_step = 10, nan_tensor = 'input' \/\n\&system /" >nan.nml
 expect_exit 1 "$SCDINO" nan.nml
 expect_grep "error: non-finite loss at epoch 1, iteration 0 of 10 \(global step 10\) on 1 of 1 rank .*Last good checkpoint: nan/checkpoint.h5"
 expect_grep "every weight is finite, so it arose in the forward pass \(input data or an overflowing activation\)"
 if [ "$MPIEXEC" != none ]; then
-  TRAIN_SHARDS=nanshards train_deck nan2 epochs=1 warmup_epochs=0 batch_size_per_rank=4 >nan2.nml
+  train_deck nan2 epochs=1 warmup_epochs=0 batch_size_per_rank=4 |
+    sed "s/&system /\&debug nan_at_step = 0, nan_tensor = 'input', nan_rank = 1 \/\n\&system /" >nan2.nml
   expect_exit 1 $MPIEXEC -n 2 "$SCDINO" nan2.nml
-  expect_grep "error: non-finite loss at epoch 0, iteration 0 of 5 \(global step 0\) on 2 of 2 ranks .*Last good checkpoint: none"
+  expect_grep "error: non-finite loss at epoch 0, iteration 0 of 5 \(global step 0\) on 1 of 2 ranks .*Last good checkpoint: none"
 fi
 
 # device = 'cuda' without the CUDA backend.

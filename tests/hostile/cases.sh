@@ -131,14 +131,15 @@ d=shard
 m="shards/manifest\\.h5"
 s="shards/shard-00000\\.h5"
 case_ $d manifest_is_fifo 3 "$m: not a regular file" "rm shards/manifest.h5 && mkfifo shards/manifest.h5"
-case_ $d manifest_text 3 "$m: cannot open the manifest" "echo 'not hdf5' >shards/manifest.h5"
-case_ $d manifest_empty 3 "$m: cannot open the manifest" ": >shards/manifest.h5"
-case_ $d manifest_truncated 3 "$m: cannot open the manifest|$m: .*(missing|truncated)" \
+case_ $d shard_is_fifo 3 "$m: shard $s is not a regular file" "rm shards/shard-00000.h5 && mkfifo shards/shard-00000.h5"
+case_ $d manifest_text 3 "$m: not a readable HDF5 file" "echo 'not hdf5' >shards/manifest.h5"
+case_ $d manifest_empty 3 "$m: not a readable HDF5 file" ": >shards/manifest.h5"
+case_ $d manifest_truncated 3 "$m: not a readable HDF5 file|$m: cannot open it|$m: .*(missing|truncated)" \
   "head -c 3000 shards/manifest.h5 >m && mv m shards/manifest.h5"
 case_ $d manifest_no_format 3 "$m: not a scdino shard manifest \(no 'format' attribute\)" "h5edit shards/manifest.h5 rmattr format"
 case_ $d manifest_wrong_format 3 "$m: not a scdino shard manifest \(format is 'scdino-features'" \
   "h5edit shards/manifest.h5 attr_str format scdino-features"
-case_ $d manifest_version_2 3 "$m: manifest version 2, but this scdino reads version 1" "h5edit shards/manifest.h5 attr_int version 2"
+case_ $d manifest_version_3 3 "$m: manifest version 3, but this scdino reads versions 1 to 2" "h5edit shards/manifest.h5 attr_int version 3"
 case_ $d manifest_version_string 3 "$m: attribute 'version' must be a single integer" "h5edit shards/manifest.h5 attr_str version 1"
 case_ $d manifest_version_array 3 "$m: attribute 'version' must be a single integer" "h5edit shards/manifest.h5 attr_ints version 1,1"
 case_ $d channels_negative 3 "$m: implausible image shape channels=-3" "h5edit shards/manifest.h5 attr_int channels -3"
@@ -172,6 +173,11 @@ case_ $d labels_unwritten 3 "$m: dataset 'labels' claims 90 values but stores on
 case_ $d labels_is_group 3 "$m: 'labels' is not a dataset" "h5edit shards/manifest.h5 group labels"
 case_ $d mean_short 3 "$m: dataset 'mean' has 1 value, expected 3" "h5edit shards/manifest.h5 nums mean f64 0.5"
 case_ $d std_missing 3 "$m: dataset 'std' is missing" "h5edit shards/manifest.h5 rm std"
+case_ $d mean_nan 3 "$m: mean of channel 0 is nan, outside \[0, 1\]" "h5edit shards/manifest.h5 set mean 0 nan"
+case_ $d mean_inf 3 "$m: mean of channel 2 is inf, outside \[0, 1\]" "h5edit shards/manifest.h5 set mean 2 inf"
+case_ $d std_tiny 3 "$m: std of channel 1 is 1e-300, neither 0 nor in \[1e-06, 0.5\]" "h5edit shards/manifest.h5 set std 1 1e-300"
+case_ $d std_inf 3 "$m: std of channel 0 is inf, neither 0 nor" "h5edit shards/manifest.h5 set std 0 inf"
+case_ $d std_negative 3 "$m: std of channel 0 is -0.1, neither 0 nor" "h5edit shards/manifest.h5 set std 0 -0.1"
 case_ $d source_count_small 3 "$m: source_count 5 is smaller than count 90" "h5edit shards/manifest.h5 attr_int source_count 5"
 case_ $d source_count_int64_min 3 "$m: source_count -9223372036854775808 is smaller than count 90" \
   "h5edit shards/manifest.h5 attr_int source_count -9223372036854775808"
@@ -181,8 +187,8 @@ case_ $d skipped_index_unsorted 3 "$m: dataset 'skipped_index' is not an ascendi
   "h5edit shards/manifest.h5 attr_int source_count 92 && h5edit shards/manifest.h5 nums skipped_index i64 5,5"
 case_ $d skipped_index_missing 3 "$m: dataset 'skipped_index' has 0 values, expected 2" \
   "h5edit shards/manifest.h5 attr_int source_count 92"
-case_ $d shard_text 3 "$s: cannot open shard" "echo 'not hdf5' >shards/shard-00000.h5"
-case_ $d shard_truncated 3 "$s: (cannot open shard|.*truncated|cannot read image)" \
+case_ $d shard_text 3 "shard $s: not a readable HDF5 file" "echo 'not hdf5' >shards/shard-00000.h5"
+case_ $d shard_truncated 3 "$s: (not a readable HDF5 file|cannot open it|.*truncated|cannot read image)" \
   "head -c 20000 shards/shard-00000.h5 >x && mv x shards/shard-00000.h5"
 case_ $d shard_is_directory 3 "$m: shard $s is not a regular file" "rm shards/shard-00000.h5 && mkdir shards/shard-00000.h5"
 case_ $d images_missing 3 "$s: dataset 'images' is missing" "h5edit shards/shard-00000.h5 rm images"
@@ -204,8 +210,8 @@ case_ $d image_offset_beyond_eof 0 "kNN on raw pixels 4x4 \(48-d\): best Top-1 9
 # ---- features files (knn reads them) ----
 d=features
 f="features file run/features_0002\\.h5"
-case_ $d text 3 "$f: not an HDF5 file" "echo 'not hdf5' >run/features_0002.h5"
-case_ $d truncated 3 "$f: (not an HDF5 file|cannot open|missing|cannot read)" \
+case_ $d text 3 "$f: not a readable HDF5 file" "echo 'not hdf5' >run/features_0002.h5"
+case_ $d truncated 3 "$f: (not a readable HDF5 file|cannot open|missing|cannot read)" \
   "head -c 4000 run/features_0002.h5 >x && mv x run/features_0002.h5"
 case_ $d no_format 3 "$f: attribute 'format' is missing" "h5edit run/features_0002.h5 rmattr format"
 case_ $d wrong_format 3 "$f: format attribute is 'scdino-shards', expected 'scdino-features'" \
@@ -251,7 +257,7 @@ case_ $d truncated 3 "$c: (not a readable HDF5 file|cannot open it as an HDF5 fi
 case_ $d no_format 3 "$c: no 'format' attribute: not an scdino checkpoint" "h5edit run/checkpoint.h5 rmattr format"
 case_ $d wrong_format 3 "$c: format is 'scdino-features', expected 'scdino-checkpoint'" \
   "h5edit run/checkpoint.h5 attr_str format scdino-features"
-case_ $d version_2 3 "$c: version 2 is not supported by this scdino \(reads version 1\)" "h5edit run/checkpoint.h5 attr_int version 2"
+case_ $d version_3 3 "$c: version 3 is not supported by this scdino \(reads versions 1 to 2\)" "h5edit run/checkpoint.h5 attr_int version 3"
 case_ $d version_string 3 "$c: attribute 'version' must be a single integer" "h5edit run/checkpoint.h5 attr_str version 1"
 case_ $d version_array 3 "$c: attribute 'version' must be a single integer" "h5edit run/checkpoint.h5 attr_ints version 1,1"
 case_ $d patch_size_negative 3 "$c: attribute 'patch_size' = -1 is out of range" "h5edit run/checkpoint.h5 attr_int patch_size -1"

@@ -149,7 +149,7 @@ static void test_round_trip(void) {
   float *x = t_h5_read_f32(p, "/features", &n, dims, &nd);
   T_CHECK(nd == 2 && dims[0] == 37 && dims[1] == 5, "features dataset [37, 5]");
   free(x);
-  T_NEAR(t_h5_attr(p, "version"), 1, 0, "version attribute");
+  T_NEAR(t_h5_attr(p, "version"), FEATURES_VERSION, 0, "version attribute");
   T_NEAR(t_h5_attr(p, "epoch"), 7, 0, "epoch attribute");
   features_free(&g);
 
@@ -229,7 +229,7 @@ static void test_malformed(void) {
   FILE *fp = fopen(p, "w");
   fputs("this is not HDF5\n", fp);
   fclose(fp);
-  expect_fatal(p, "not an HDF5 file");
+  expect_fatal(p, "not a readable HDF5 file");
 
   p = good_copy("no_labels.h5", &f);
   delete_link(p, "labels");
@@ -281,8 +281,8 @@ static void test_malformed(void) {
   t_h5_set_attr_fixed_str(p, "format", "scdino-checkpoint", 0);
   expect_fatal(p, "format attribute is 'scdino-checkpoint', expected 'scdino-features'");
   p = good_copy("version.h5", &f);
-  set_attr_i64(p, "version", 2);
-  expect_fatal(p, "format version 2 is not supported");
+  set_attr_i64(p, "version", 3);
+  expect_fatal(p, "format version 3 is not supported (this scdino reads versions 1 to 2)");
   p = good_copy("no_format.h5", &f);
   delete_attr(p, "format");
   expect_fatal(p, "attribute 'format' is missing");

@@ -239,7 +239,7 @@ static void test_errors(void) {
   fputs("garbage", fp);
   fclose(fp);
   snprintf(deck, sizeof deck, "&control calculation = 'knn', run_dir = '%s' /\n", run_dir);
-  expect_fail(deck, 3, "features_0009.h5: not an HDF5 file");
+  expect_fail(deck, 3, "features_0009.h5: not a readable HDF5 file");
   remove(bad);
 }
 

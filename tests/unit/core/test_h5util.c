@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/h5util.h"
 #include "tests/fixtures/testutil.h"
 
-static char file[4200];
+static char file[4200], sumfile[4200];
 
 static void attr_nums(hid_t obj, const char *name, hid_t type, hsize_t n, const void *v, hid_t mtype) {
   hid_t sp = n ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_SCALAR);
@@ -184,7 +186,7 @@ static void test_layouts(void) {
   h5util_attr_write(f, "array1", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &one);
   h5util_dset_write(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &one);
   const hsize_t n0 = 0;
-  h5util_dset_write_untimed(f, "empty", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n0, NULL);
+  h5util_dset_write(f, "empty", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &n0, NULL);
   hsize_t len = 9;
   T_CHECK(space_of(f, "scalar", 1, NULL) == H5S_SCALAR, "n = 0: scalar attribute");
   T_CHECK(space_of(f, "array1", 1, &len) == H5S_SIMPLE && len == 1, "n = 1: 1-D attribute");
@@ -192,6 +194,118 @@ static void test_layouts(void) {
   T_CHECK(space_of(f, "empty", 0, &len) == H5S_SIMPLE && len == 0, "an empty dataset, nothing written");
   /* (That untimed datasets make byte-identical files is tested by tests/cli/prepare_mpi.sh.) */
   H5Fclose(f);
+}
+
+/* What makes a file prove its integrity: the newest format (superblock 2 or later, with its
+ * checksum), Fletcher-32 on every chunked dataset, compact scalars, fixed-length strings. */
+static void test_integrity(void) {
+  hid_t f = h5util_file_create(sumfile, H5P_DEFAULT);
+  const int64_t one = 3;
+  int64_t big[3000];
+  for (int i = 0; i < 3000; i++) big[i] = (int64_t)i * i - 7;
+  const hsize_t nbig = 3000, n2[2] = {300000, 2};
+  h5util_dset_write(f, "big", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &nbig, big);
+  h5util_dset_write(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &one);
+  float *wide = calloc(600000, sizeof *wide);
+  h5util_dset_write(f, "wide", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, n2, wide);
+  free(wide);
+  h5util_attr_write_str(f, "format", "scdino-test");
+  const char *names[3] = {"a", "class_two", ""};
+  h5util_dset_write_strs(f, "names", names, 3);
+  H5F_info2_t info;
+  T_CHECK(H5Fget_info2(f, &info) >= 0 && info.super.version >= 2, "superblock version %u", info.super.version);
+  H5Fclose(f);
+
+  T_CHECK(h5util_file_open(sumfile, &f) == H5UTIL_OK, "open: %s", h5util_why());
+  hid_t d = H5Dopen2(f, "big", H5P_DEFAULT), dcpl = H5Dget_create_plist(d);
+  unsigned flags = 0;
+  size_t ncd = 0;
+  T_CHECK(H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 1 &&
+              H5Pget_filter2(dcpl, 0, &flags, &ncd, NULL, 0, NULL, NULL) == H5Z_FILTER_FLETCHER32,
+          "a dataset is chunked with Fletcher-32");
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  d = H5Dopen2(f, "wide", H5P_DEFAULT);
+  dcpl = H5Dget_create_plist(d);
+  hsize_t chunk[2] = {0, 0};
+  T_CHECK(H5Pget_chunk(dcpl, 2, chunk) == 2 && chunk[1] == 2 && chunk[0] * 2 * 4 <= (1 << 20) && chunk[0] > 1000,
+          "chunks of at most 1 MiB: %llu x %llu", (unsigned long long)chunk[0], (unsigned long long)chunk[1]);
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  d = H5Dopen2(f, "step", H5P_DEFAULT);
+  dcpl = H5Dget_create_plist(d);
+  T_CHECK(H5Pget_layout(dcpl) == H5D_COMPACT, "a scalar dataset is compact");
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  hid_t a = H5Aopen(f, "format", H5P_DEFAULT), t = H5Aget_type(a);
+  T_CHECK(H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) == 0, "string attributes are fixed-length");
+  H5Tclose(t);
+  H5Aclose(a);
+  char s[32];
+  T_CHECK(h5util_attr_read_str(f, "format", s, sizeof s) == H5UTIL_OK && !strcmp(s, "scdino-test"), "'%s'", s);
+  char **strs = NULL;
+  int64_t ns = 0;
+  T_CHECK(h5util_dset_read_strs(f, "names", 10, &strs, &ns) == H5UTIL_OK && ns == 3 && !strcmp(strs[0], "a") &&
+              !strcmp(strs[1], "class_two") && !strcmp(strs[2], ""),
+          "fixed-length string dataset read back");
+  h5util_strs_free(strs, ns);
+  int64_t back[3000];
+  T_CHECK(h5util_dset_read_1d(f, "big", H5T_INTEGER, H5T_NATIVE_INT64, 3000, back) == H5UTIL_OK &&
+              !memcmp(back, big, sizeof big),
+          "chunked values read back");
+  H5Fclose(f);
+}
+
+/* h5util_fletcher32 is the sum HDF5's filter stores after a chunk (even and odd lengths). */
+static void test_fletcher32(void) {
+  const size_t lens[3] = {1001, 4096, 1};
+  for (int k = 0; k < 3; k++) {
+    const hsize_t n = lens[k];
+    unsigned char *v = malloc(n);
+    for (size_t i = 0; i < n; i++) v[i] = (unsigned char)(i * 131 + 7 * k + (i >> 8));
+    hid_t f = h5util_file_create(sumfile, H5P_DEFAULT);
+    h5util_dset_write(f, "bytes", H5T_STD_U8LE, H5T_NATIVE_UCHAR, 1, &n, v);
+    H5Fclose(f);
+    f = H5Fopen(sumfile, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "bytes", H5P_DEFAULT), sp = H5Dget_space(d);
+    hsize_t off = 0, size = 0;
+    unsigned mask = 9;
+    haddr_t addr = HADDR_UNDEF;
+    T_CHECK(H5Dget_chunk_info(d, sp, 0, &off, &mask, &addr, &size) >= 0 && size == n + 4 && mask == 0,
+            "one chunk of %zu bytes and its sum: %llu", lens[k], (unsigned long long)size);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f);
+    unsigned char *raw = malloc(n + 4);
+    FILE *fp = fopen(sumfile, "rb");
+    T_CHECK(fp && fseek(fp, (long)addr, SEEK_SET) == 0 && fread(raw, 1, n + 4, fp) == n + 4, "raw chunk read");
+    if (fp) fclose(fp);
+    const uint32_t stored = (uint32_t)raw[n] | (uint32_t)raw[n + 1] << 8 | (uint32_t)raw[n + 2] << 16 |
+                            (uint32_t)raw[n + 3] << 24;
+    T_CHECK(!memcmp(raw, v, n) && stored == h5util_fletcher32(v, n), "%zu bytes: stored %08x, computed %08x",
+            lens[k], stored, h5util_fletcher32(v, n));
+    free(raw);
+    free(v);
+  }
+}
+
+/* Opening refuses what is not a regular HDF5 file without blocking on it. */
+static void test_open(void) {
+  char p[4300];
+  hid_t f;
+  snprintf(p, sizeof p, "%s.none", file);
+  T_CHECK(h5util_file_open(p, &f) == H5UTIL_MISSING && why_has("no such file"), "missing file");
+  snprintf(p, sizeof p, "%s.fifo", file);
+  unlink(p);
+  T_CHECK(mkfifo(p, 0600) == 0, "mkfifo");
+  T_CHECK(h5util_file_open(p, &f) == H5UTIL_BAD && why_has("not a regular file (a FIFO)"), "a FIFO");
+  unlink(p);
+  snprintf(p, sizeof p, "%s.txt", file);
+  FILE *fp = fopen(p, "w");
+  fputs("not hdf5\n", fp);
+  fclose(fp);
+  T_CHECK(h5util_file_open(p, &f) == H5UTIL_BAD && why_has("not a readable HDF5 file"), "a text file");
+  unlink(p);
 }
 
 /* Failures end the job naming the file and the object. */
@@ -237,9 +351,13 @@ int main(int argc, char **argv) {
   t_init(argc, argv);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the reasons come from h5util_why and the messages */
   snprintf(file, sizeof file, "%s/t.h5", t_scratch_dir("test_h5util"));
+  snprintf(sumfile, sizeof sumfile, "%s/sum.h5", t_scratch_dir("test_h5util"));
   test_attributes();
   test_datasets();
   test_layouts();
+  test_integrity();
+  test_fletcher32();
+  test_open();
   test_failures();
   return t_finish();
 }

@@ -311,7 +311,7 @@ static void broken(const char *dir) {
   FILE *f = fopen(path, "w");
   fputs("not hdf5\n", f);
   fclose(f);
-  expect_open_error("manifest not HDF5", dir, "cannot open the manifest");
+  expect_open_error("manifest not HDF5", dir, "manifest.h5: not a readable HDF5 file");
 
   make_set(dir, DATASET_U16, 2, counts, 7, NULL, 0);
   edit_manifest(dir, "format", "scdino-checkpoint", 0, NULL);

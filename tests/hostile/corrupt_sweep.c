@@ -1,0 +1,478 @@
+/* tests/hostile/corrupt_sweep.c - the corruption sweep: every file scdino reads proves it is intact.
+ *
+ * A small checkpoint (with its checkpoint.prev.h5), shard manifest, shard and features file are
+ * written with scdino's own writers.  Then, one at a time, one bit of one byte is flipped - in
+ * every byte of a file's metadata (all that is not dataset data) and in a sample of its data
+ * bytes (the first and last of each chunk, then every STRIDE-th) - and scdino's own reader reads
+ * the file in a child process.  Each flip must end in one of:
+ *   same      exit 0 with the digest of everything read equal to the unflipped file's;
+ *   fallback  (checkpoint) exit 0 with the digest of checkpoint.prev.h5 and a warning naming both;
+ *   refused   exit 3 (SCD_EXIT_DATA) with a message naming the file;
+ * never a signal, never a hang (a child still reading after 300 s is killed and counted), never
+ * exit 0 with another result.  The counts per file are printed; any other outcome fails.
+ *
+ *   corrupt_sweep [-s STRIDE] [-m META_STRIDE] [-k KIND [-o OFFSET]]
+ * STRIDE (default 64) samples the data bytes, META_STRIDE the metadata bytes (default: every byte
+ * of the manifest, shard and features file, every 4th of the checkpoint, whose ~57,000 metadata
+ * bytes would take about 10 minutes; the flipped bit changes from byte to byte); KIND limits the
+ * sweep to checkpoint, manifest, shard or features; -o flips the byte at OFFSET of that file and
+ * reads it in this process, for a debugger. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "analysis/features_io.h"
+#include "core/check.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "data/shards.h"
+#include "input/config.h"
+#include "model/dino_loss.h"
+#include "model/dino_model.h"
+#include "model/optim.h"
+#include "tests/fixtures/shardset.h"
+#include "tests/fixtures/testutil.h"
+#include "train/checkpoint.h"
+
+#define CHILD_LIMIT_S 300
+
+static char dir[4096], ckpt[4200], ckpt_prev[4200], shard_dir[4200], manifest[4300], shard[4300], feats[4200];
+
+/* ---- digests ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+#define FNV0 1469598103934665603ull
+
+/* ---- the files ---- */
+
+static struct dino_spec spec(void) {
+  struct dino_spec s = {0};
+  s.vit = (struct vit_dims){.patch = 4, .in_chans = 2, .dim = 8, .depth = 1, .heads = 2, .mlp_hidden = 16,
+                            .pos_grid = 2, .drop_path_rate = 0.1};
+  s.head = (struct head_dims){.hidden = 8, .bottleneck = 4, .out_dim = 8, .nlayers = 2, .norm_last_layer = 1};
+  return s;
+}
+
+static struct config cfg;
+
+static void fill(const struct ops *ops, float *dev, size_t n, uint64_t id) {
+  float *h = malloc(n * sizeof(float));
+  struct rng r;
+  rng_init(&r, 5, RNG_DOMAIN_TEST, id, 0);
+  for (size_t i = 0; i < n; i++) h[i] = (float)(0.1 * rng_normal(&r));
+  ops->upload(dev, h, n * sizeof(float));
+  free(h);
+}
+
+/* checkpoint.prev.h5 (epoch 2) and checkpoint.h5 (epoch 3), of different weights. */
+static void write_checkpoints(void) {
+  const struct ops *ops = backend_cpu();
+  const struct dino_spec s = spec();
+  struct dino_model *m = dino_model_create(ops, &s);
+  struct dino_loss l;
+  dino_loss_init(&l, ops, s.head.out_dim, 2, 0.04, 0.04, 0, 5, 0.1, 0.9);
+  struct optim o;
+  optim_init(&o, ops, &m->tt);
+  const int channels[2] = {0, 1};
+  for (int e = 2; e <= 3; e++) {
+    dino_model_init_weights(m, (uint64_t)e);
+    fill(ops, m->teacher, m->tt.size, 10 * e + 1);
+    fill(ops, o.m, m->tt.size, 10 * e + 2);
+    fill(ops, o.v, m->tt.size, 10 * e + 3);
+    fill(ops, l.center, (size_t)s.head.out_dim, 10 * e + 4);
+    for (int i = 0; i < m->tt.n; i++) o.steps[i] = (m->tt.t[i].flags & TENSOR_GRAD) ? 10 * e + i : 0;
+    struct ckpt_state st = {.cfg = &cfg, .model = m, .opt = &o, .loss = &l, .nchannels = 2, .channels = channels,
+                            .epoch = e, .iteration = 0, .niter_per_epoch = 4, .world_size = 1, .n_train = 8,
+                            .keep_prev = 1};
+    st.metrics = (struct ckpt_metrics){1.5, 4, 2e-4, 0.3, 4, 8, 1.0};
+    checkpoint_save(ckpt, &st);
+  }
+}
+
+static int32_t image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
+  (void)ctx;
+  uint16_t *p = img;
+  for (int k = 0; k < 2 * 8 * 8; k++) p[k] = (uint16_t)(i * 977 + k * 31);
+  snprintf(rel, reln, "%s/img_%02lld.tif", i % 2 ? "b" : "a", (long long)i);
+  return (int32_t)(i % 2);
+}
+
+static void write_shards(void) {
+  static const char *const classes[2] = {"a", "b"};
+  static const double mean[2] = {0.4, 0.5}, stdv[2] = {0.2, 0.25};
+  struct shardset s = {.channels = 2, .height = 8, .width = 8, .dtype = DATASET_U16, .count = 6, .per_shard = 6,
+                       .nclasses = 2, .class_names = classes, .mean = mean, .std = stdv, .tiff_dir = "/nowhere",
+                       .image = image};
+  shardset_write(shard_dir, &s);
+}
+
+static void write_features(void) {
+  struct features f = {.n = 5, .d = 4, .nclasses = 2, .epoch = 3};
+  float x[20];
+  int32_t labels[5] = {0, 1, 0, 1, 1};
+  int64_t index[5] = {0, 1, 2, 3, 5};
+  char *paths[5] = {"a/0.tif", "b/1.tif", "a/2.tif", "b/3.tif", "b/5.tif"};
+  char *names[2] = {"a", "b"};
+  for (int i = 0; i < 20; i++) x[i] = (float)((i * 7) % 5) - 2.0f + 0.1f * (float)i;
+  features_l2_normalize(x, 5, 4);
+  f.x = x;
+  f.labels = labels;
+  f.index = index;
+  f.paths = paths;
+  f.class_names = names;
+  snprintf(f.checkpoint, sizeof f.checkpoint, "run/checkpoint.h5");
+  snprintf(f.checkpoint_key, sizeof f.checkpoint_key, "teacher");
+  features_write(feats, &f);
+}
+
+/* ---- the readers (in the child) ---- */
+
+static void emit(uint64_t h, int fell) {
+  printf("digest %016llx fell %d\n", (unsigned long long)h, fell);
+  fflush(stdout);
+}
+
+static uint64_t dev_digest(uint64_t h, const struct ops *ops, const float *dev, size_t n) {
+  float *x = malloc(n * sizeof(float));
+  ops->download(x, dev, n * sizeof(float));
+  h = fnv(h, x, n * sizeof(float));
+  free(x);
+  return h;
+}
+
+/* What a restart reads: the file picked (with its fall-back), its attributes and the whole state. */
+static int read_checkpoint(void *arg) {
+  (void)arg;
+  char pick[4300];
+  const int fell = checkpoint_pick_restart(ckpt, pick, sizeof pick);
+  const struct ops *ops = backend_cpu();
+  const struct dino_spec s = spec();
+  struct dino_model *m = dino_model_create(ops, &s);
+  struct dino_loss l;
+  dino_loss_init(&l, ops, s.head.out_dim, 2, 0.04, 0.04, 0, 5, 0.1, 0.9);
+  struct optim o;
+  optim_init(&o, ops, &m->tt);
+  struct ckpt_info info;
+  checkpoint_read_info(pick, &info);
+  checkpoint_check_spec(pick, &info, &s, 1);
+  struct ckpt_state st = {.cfg = &cfg, .model = m, .opt = &o, .loss = &l};
+  checkpoint_restore(pick, &st, &info);
+  uint64_t h = FNV0;
+  h = dev_digest(h, ops, m->student, m->tt.size);
+  h = dev_digest(h, ops, m->teacher, m->tt.size);
+  h = dev_digest(h, ops, o.m, m->tt.size);
+  h = dev_digest(h, ops, o.v, m->tt.size);
+  h = dev_digest(h, ops, l.center, (size_t)s.head.out_dim);
+  h = fnv(h, o.steps, (size_t)m->tt.n * sizeof *o.steps);
+  h = fnv(h, &st.epoch, sizeof st.epoch);
+  h = fnv(h, &st.iteration, sizeof st.iteration);
+  h = fnv(h, &st.metrics, sizeof st.metrics);
+  h = fnv(h, &info.epoch, sizeof info.epoch);
+  h = fnv(h, &info.n_train, sizeof info.n_train);
+  emit(h, fell);
+  return 0;
+}
+
+static uint64_t dataset_digest(struct dataset *ds, int images) {
+  uint64_t h = FNV0;
+  const int64_t n = dataset_count(ds);
+  const int C = dataset_channels(ds);
+  int dims[4] = {C, dataset_height(ds), dataset_width(ds), dataset_dtype(ds)};
+  h = fnv(h, &n, sizeof n);
+  h = fnv(h, dims, sizeof dims);
+  h = fnv(h, dataset_labels(ds), (size_t)n * sizeof(int32_t));
+  h = fnv(h, dataset_mean(ds), (size_t)C * sizeof(double));
+  h = fnv(h, dataset_std(ds), (size_t)C * sizeof(double));
+  for (int c = 0; c < dataset_nclasses(ds); c++) h = fnv(h, dataset_class_name(ds, c), strlen(dataset_class_name(ds, c)) + 1);
+  for (int c = 0; c < C; c++) h = fnv(h, dataset_channel_name(ds, c), strlen(dataset_channel_name(ds, c)) + 1);
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t si = dataset_source_index(ds, i);
+    h = fnv(h, &si, sizeof si);
+  }
+  if (images) {
+    char *img = malloc(dataset_image_bytes(ds)), rel[4096];
+    for (int64_t i = 0; i < n; i++) {
+      dataset_read_images(ds, &i, 1, img);
+      h = fnv(h, img, dataset_image_bytes(ds));
+      dataset_relpath(ds, i, rel, sizeof rel);
+      h = fnv(h, rel, strlen(rel) + 1);
+    }
+    free(img);
+  }
+  return h;
+}
+
+static int read_manifest(void *arg) {
+  (void)arg;
+  struct dataset *ds = dataset_open(shard_dir);
+  emit(dataset_digest(ds, 0), 0);
+  return 0;
+}
+
+static int read_shard(void *arg) {
+  struct dataset *ds = dataset_open(shard_dir);
+  dataset_set_direct_io(ds, *(const int *)arg);
+  emit(dataset_digest(ds, 1), 0);
+  return 0;
+}
+
+static int read_features(void *arg) {
+  (void)arg;
+  struct features f;
+  features_read(feats, &f);
+  uint64_t h = FNV0;
+  h = fnv(h, &f.n, sizeof f.n);
+  h = fnv(h, &f.d, sizeof f.d);
+  h = fnv(h, f.x, (size_t)f.n * (size_t)f.d * sizeof(float));
+  h = fnv(h, f.labels, (size_t)f.n * sizeof(int32_t));
+  h = fnv(h, f.index, (size_t)f.n * sizeof(int64_t));
+  for (int64_t i = 0; i < f.n; i++) h = fnv(h, f.paths[i], strlen(f.paths[i]) + 1);
+  for (int c = 0; c < f.nclasses; c++) h = fnv(h, f.class_names[c], strlen(f.class_names[c]) + 1);
+  h = fnv(h, f.checkpoint, strlen(f.checkpoint) + 1);
+  h = fnv(h, f.checkpoint_key, strlen(f.checkpoint_key) + 1);
+  h = fnv(h, &f.epoch, sizeof f.epoch);
+  emit(h, 0);
+  return 0;
+}
+
+/* ---- running a reader ---- */
+
+struct outcome {
+  int status;        /* exit status, -1 for a signal or the time limit */
+  uint64_t digest;   /* valid when status is 0 */
+  int fell;
+  char msg[8192];    /* stdout and stderr */
+};
+
+static int child_entry_fn(void *arg);
+struct job {
+  int (*fn)(void *);
+  void *arg;
+};
+
+static int child_entry_fn(void *arg) {
+  const struct job *j = arg;
+  /* A reader that loops forever is ended by the alarm (its default action kills the child). */
+  alarm(CHILD_LIMIT_S);
+  return j->fn(j->arg);
+}
+
+static void run_reader(int (*fn)(void *), void *arg, struct outcome *o) {
+  struct job j = {fn, arg};
+  o->status = t_run_child(child_entry_fn, &j, 1, o->msg, sizeof o->msg);
+  o->digest = 0;
+  o->fell = 0;
+  const char *d = strstr(o->msg, "digest ");
+  unsigned long long v = 0;
+  if (o->status == 0 && d && sscanf(d, "digest %llx fell %d", &v, &o->fell) == 2) o->digest = v;
+  else if (o->status == 0) o->status = -2; /* ended "well" without a result */
+}
+
+/* ---- the byte ranges holding dataset data ---- */
+
+struct ranges {
+  haddr_t *lo, *hi; /* [lo, hi) */
+  int n, cap;
+};
+
+static void ranges_add(struct ranges *r, haddr_t lo, hsize_t size) {
+  if (size == 0 || lo == HADDR_UNDEF) return;
+  if (r->n == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 64;
+    r->lo = realloc(r->lo, (size_t)r->cap * sizeof *r->lo);
+    r->hi = realloc(r->hi, (size_t)r->cap * sizeof *r->hi);
+  }
+  r->lo[r->n] = lo;
+  r->hi[r->n++] = lo + size;
+}
+
+static herr_t visit(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  struct ranges *r = data;
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT), dcpl = H5Dget_create_plist(d), sp = H5Dget_space(d);
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_CONTIGUOUS) {
+    ranges_add(r, H5Dget_offset(d), H5Dget_storage_size(d));
+  } else if (layout == H5D_CHUNKED) {
+    hsize_t nchunks = 0;
+    H5Dget_num_chunks(d, sp, &nchunks);
+    for (hsize_t i = 0; i < nchunks; i++) {
+      hsize_t off[H5S_MAX_RANK], size = 0;
+      unsigned mask = 0;
+      haddr_t a = HADDR_UNDEF;
+      if (H5Dget_chunk_info(d, sp, i, off, &mask, &a, &size) >= 0) ranges_add(r, a, size);
+    }
+  } /* compact data lies inside the object header: metadata */
+  H5Sclose(sp);
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  return 0;
+}
+
+/* 0: metadata, 1: data sampled, 2: data skipped. */
+static int byte_kind(const struct ranges *r, haddr_t a, int stride) {
+  for (int i = 0; i < r->n; i++)
+    if (a >= r->lo[i] && a < r->hi[i])
+      return a == r->lo[i] || a + 1 == r->hi[i] || (a - r->lo[i]) % (haddr_t)stride == 0 ? 1 : 2;
+  return 0;
+}
+
+/* ---- the sweep of one file ---- */
+
+static int failures;
+
+static int flip(const char *path, long off, int bit) {
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  unsigned char b;
+  int ok = pread(fd, &b, 1, off) == 1;
+  b ^= (unsigned char)(1u << bit);
+  ok = ok && pwrite(fd, &b, 1, off) == 1;
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+static void sweep(const char *label, const char *path, int (*fn)(void *), void *arg, const struct outcome *fallback,
+                  int stride, int meta_stride) {
+  struct ranges r = {0};
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0 || H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, visit, &r) < 0) {
+    fprintf(stderr, "FAIL %s: cannot list the datasets of %s\n", label, path);
+    failures++;
+    return;
+  }
+  H5Fclose(f);
+  struct outcome base, o;
+  run_reader(fn, arg, &base);
+  if (base.status != 0) {
+    fprintf(stderr, "FAIL %s: the intact file does not read (status %d): %s\n", label, base.status, base.msg);
+    failures++;
+    return;
+  }
+  struct stat st;
+  stat(path, &st);
+  long same = 0, fell = 0, refused = 0, meta = 0, data = 0, bad = 0;
+  long mcount = 0;
+  for (long off = 0; off < (long)st.st_size; off++) {
+    const int kind = byte_kind(&r, (haddr_t)off, stride);
+    if (kind == 2) continue;
+    if (kind == 0 && (mcount++ % meta_stride) != 0) continue;
+    const int bit = (int)((off * 5 + 3) % 8);
+    if (flip(path, off, bit) != 0) {
+      fprintf(stderr, "FAIL %s: cannot flip byte %ld\n", label, off);
+      failures++;
+      return;
+    }
+    run_reader(fn, arg, &o);
+    flip(path, off, bit); /* restore */
+    kind == 0 ? meta++ : data++;
+    if (o.status == 0 && o.digest == base.digest && !o.fell) {
+      same++;
+    } else if (o.status == 0 && fallback && o.fell && o.digest == fallback->digest && strstr(o.msg, path)) {
+      fell++;
+    } else if (o.status == SCD_EXIT_DATA && strstr(o.msg, path)) {
+      refused++;
+    } else {
+      bad++;
+      if (bad <= 10)
+        fprintf(stderr, "FAIL %s: byte %ld bit %d (%s): status %d%s\n%s\n", label, off, bit, kind ? "data" : "metadata",
+                o.status, o.status == 0 ? (o.digest != base.digest ? ", another result" : ", fell back wrongly") : "",
+                o.msg);
+    }
+  }
+  printf("%-10s %8lld bytes: %6ld metadata + %5ld data flips: %6ld same, %5ld fell back, %6ld refused (exit 3), %ld other\n",
+         label, (long long)st.st_size, meta, data, same, fell, refused, bad);
+  fflush(stdout);
+  failures += bad > 0;
+  free(r.lo);
+  free(r.hi);
+}
+
+int main(int argc, char **argv) {
+  int stride = 64, meta_stride = 0, opt;
+  long one = -1;
+  const char *only = NULL;
+  while ((opt = getopt(argc, argv, "s:m:k:o:")) != -1) {
+    if (opt == 'o') one = atol(optarg);
+    else if (opt == 's') stride = atoi(optarg);
+    else if (opt == 'm') meta_stride = atoi(optarg);
+    else if (opt == 'k') only = optarg;
+    else {
+      fprintf(stderr, "usage: corrupt_sweep [-s STRIDE] [-m META_STRIDE] [-k checkpoint|manifest|shard|features]\n");
+      return 2;
+    }
+  }
+  if (stride < 1 || meta_stride < 0) return 2;
+  if (only && strcmp(only, "checkpoint") && strcmp(only, "manifest") && strcmp(only, "shard") && strcmp(only, "features")) {
+    fprintf(stderr, "corrupt_sweep: unknown kind '%s'\n", only);
+    return 2;
+  }
+  t_init(1, argv);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  log_init(0, 0);
+  config_defaults(&cfg);
+  snprintf(cfg.model.arch, sizeof cfg.model.arch, "custom");
+  cfg.training.epochs = 5;
+  snprintf(dir, sizeof dir, "%s", t_scratch_dir("corrupt_sweep"));
+  fs_join(ckpt, sizeof ckpt, dir, "checkpoint.h5");
+  checkpoint_prev_path(ckpt, ckpt_prev, sizeof ckpt_prev);
+  fs_join(shard_dir, sizeof shard_dir, dir, "shards");
+  fs_mkdir_p(shard_dir);
+  fs_join(manifest, sizeof manifest, shard_dir, SHARDS_MANIFEST);
+  fs_join(shard, sizeof shard, shard_dir, "shard-00000.h5");
+  fs_join(feats, sizeof feats, dir, "features_0003.h5");
+  write_checkpoints();
+  write_shards();
+  write_features();
+
+  if (one >= 0 && only) {
+    /* One flip, read in this process (for a debugger): -k KIND -o OFFSET. */
+    const char *path = !strcmp(only, "checkpoint") ? ckpt : !strcmp(only, "manifest") ? manifest
+                     : !strcmp(only, "features") ? feats : shard;
+    flip(path, one, (int)((one * 5 + 3) % 8));
+    int direct = 1;
+    return !strcmp(only, "checkpoint") ? read_checkpoint(NULL) : !strcmp(only, "manifest") ? read_manifest(NULL)
+         : !strcmp(only, "features") ? read_features(NULL) : read_shard(&direct);
+  }
+  if (!only || !strcmp(only, "checkpoint")) {
+    /* The digest a fall-back must give: that of checkpoint.prev.h5 read alone. */
+    char moved[4400];
+    snprintf(moved, sizeof moved, "%s.away", ckpt);
+    struct outcome prev;
+    rename(ckpt, moved);
+    run_reader(read_checkpoint, NULL, &prev);
+    rename(moved, ckpt);
+    if (prev.status != 0 || !prev.fell) {
+      fprintf(stderr, "FAIL checkpoint.prev.h5 alone does not read: %s\n", prev.msg);
+      failures++;
+    } else {
+      sweep("checkpoint", ckpt, read_checkpoint, NULL, &prev, stride, meta_stride ? meta_stride : 4);
+    }
+  }
+  if (!meta_stride) meta_stride = 1;
+  if (!only || !strcmp(only, "manifest")) sweep("manifest", manifest, read_manifest, NULL, NULL, stride, meta_stride);
+  static int direct = 1, hdf5 = 0;
+  if (!only || !strcmp(only, "shard")) {
+    sweep("shard", shard, read_shard, &direct, NULL, stride, meta_stride);
+    sweep("shard-h5", shard, read_shard, &hdf5, NULL, stride, meta_stride);
+  }
+  if (!only || !strcmp(only, "features")) sweep("features", feats, read_features, NULL, NULL, stride, meta_stride);
+  printf("%s\n", failures ? "corrupt_sweep: FAILED" : "corrupt_sweep: every flip read the same, fell back or was refused");
+  return failures ? 1 : 0;
+}
