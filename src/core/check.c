@@ -250,7 +250,7 @@ void scd_check_mpi_fail(int err, const char *expr, const char *file, int line) {
 
 long long scd_check_h5(long long ret, const char *expr, const char *file, int line) {
   if (ret >= 0) return ret;
-  char msg[512];
+  char msg[1024];
   scd_fatal_at(file, line, SCD_EXIT_FAILURE, "%s: %s", expr, h5util_reason(msg, sizeof msg, 1));
 }
 

@@ -116,5 +116,8 @@ const char *h5util_reason(char *buf, size_t n, int with_func) {
   struct innermost w = {buf, n, with_func, 0};
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_innermost, &w);
   if (!w.found) snprintf(buf, n, "HDF5 gave no reason");
+  /* One line: some reasons (a failed write's) hold a newline from ctime(). */
+  for (char *p = buf; *p; p++)
+    if (*p == '\n') *p = ' ';
   return buf;
 }

@@ -1,0 +1,90 @@
+#!/bin/sh
+# tests/cli/full_disk.sh - a full file system while scdino writes each kind of output: the features
+# file, knn.h5, attention.h5 (run_dir on a small tmpfs filled up to what the files written before
+# the output need) and the shards of prepare (shard_dir on a tmpfs too small for them).  Each run
+# must end with exit status 1 and a message naming the file and "No space left on device" - never a
+# signal (HDF5 1.10 crashed at exit closing a file whose write had failed) - with no temporary file
+# left and the previous output, where there was one, unchanged.  (Checkpoints and log.txt:
+# tests/cli/train_durable.sh.)  Needs root to mount a tmpfs; skipped otherwise.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/cli/fault_lib.sh"
+scratch full_disk
+"$top_builddir/tests/fixtures/feat_mkdata" . || exit 99
+dir=$(pwd)
+
+mnt=$(mktemp -d /tmp/scdino-full.XXXXXX) || exit 99
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=4m tmpfs "$mnt" 2>/dev/null; then
+  rmdir "$mnt"
+  echo "no tmpfs could be mounted (needs root): skipped"
+  exit 77
+fi
+trap 'umount "$mnt" 2>/dev/null; rmdir "$mnt" 2>/dev/null' EXIT
+
+deck() { # deck CALCULATION RUN_DIR
+  cat <<EOF
+&control calculation = '$1', run_dir = '$2', seed = 11 /
+&data shard_dir = '$dir/shards', channels = 0, 2, train_fraction = 0.5 /
+&features checkpoint = '$dir/ckpt.h5', resize = 32, batch_size = 4 /
+&knn k = 1, 3, 5, pixel_size = 8, features = '$dir/run/features_0002.h5' /
+&attention images_per_class = 1, image_size = 44 /
+EOF
+}
+deck features run >f.nml
+expect_exit 0 "$SCDINO" f.nml
+
+# fill_to KEEP: a filler file takes all free space of the tmpfs but KEEP bytes (rounded to pages).
+fill_to() {
+  rm -f "$mnt/filler"
+  free=$(($(stat -f -c '%a * %S' "$mnt")))
+  head -c $((free - $1)) /dev/zero >"$mnt/filler" 2>/dev/null || :
+}
+
+# full KIND OUTPUT: run KIND once with room, keep its OUTPUT, fill the disk, run it again.
+full() {
+  kind=$1 file=$2
+  rm -rf "${mnt:?}/r" && mkdir "$mnt/r"
+  deck "$kind" "$mnt/r" >"$kind.nml"
+  expect_exit 0 "$SCDINO" "$kind.nml"
+  cp "$mnt/r/$file" "$kind-good" || exit 99
+  # Room for what is rewritten before the output (the echoed deck, knn.txt), nothing more.  The
+  # old copies stay open here, so that replacing them gives no room back.
+  pages() { echo $((($(wc -c <"$1") + 4095) / 4096 * 4096)); }
+  keep=$(pages "$mnt/r/input.echo.nml")
+  [ -f "$mnt/r/knn.txt" ] && keep=$((keep + $(pages "$mnt/r/knn.txt")))
+  exec 3<"$mnt/r/input.echo.nml"
+  [ -f "$mnt/r/knn.txt" ] && exec 4<"$mnt/r/knn.txt"
+  fill_to "$keep"
+  expect_exit 1 "$SCDINO" "$kind.nml"
+  exec 3<&- 4<&-
+  expect_grep "error: cannot write [a-zA-Z ]+ $mnt/r/$file\.tmp\.[0-9]+: errno 28: No space left on device \(after [0-9]+ of [0-9]+ bytes\).* $mnt/r/$file is left as it was"
+  nchecks=$((nchecks + 1))
+  cmp -s "$mnt/r/$file" "$kind-good" || fail "$kind: the failed write changed $file"
+  no_tmp "$mnt/r"
+  rm -f "$mnt/filler"
+}
+full features features_0002.h5
+full knn knn.h5
+full attention attention.h5
+
+# prepare: the shards do not fit.  It ends with exit 1 naming a shard or the manifest, and leaves
+# no temporary file and no manifest (a half-written set is never taken for a finished one).
+mkdir -p tiffs/A tiffs/B || exit 99
+for c in A B; do
+  for i in 1 2 3 4 5 6; do
+    "$top_builddir/tests/fixtures/mktiff" "tiffs/$c/$i.tif" 3 64 64 u16 ramp || exit 99
+  done
+done
+cat >p.nml <<EOF
+&control calculation = 'prepare' /
+&data tiff_dir = 'tiffs', shard_dir = '$mnt/s', images_per_shard = 4 /
+EOF
+rm -rf "${mnt:?}/s"
+fill_to 40000
+expect_exit 1 "$SCDINO" p.nml
+expect_grep "error: .*$mnt/s/(shard-[0-9]+|manifest)\.h5.*(No space left on device|errno 28)"
+expect_grep "^scdino: error: " # one line
+nchecks=$((nchecks + 1))
+[ -f "$mnt/s/manifest.h5" ] && fail "prepare on a full disk left a manifest"
+no_tmp "$mnt/s"
+rm -f "$mnt/filler"
+finish
