@@ -149,6 +149,11 @@ int pipeline_run(const struct config *cfg) {
   if (have) {
     log_info("pipeline: %s holds a complete shard set; prepare skipped", c.data.shard_dir);
     s.step_skipped[s.nsteps] = 1;
+    /* ... once prepare's check finds it made from this TIFF tree and these &data settings. */
+    if (c.data.tiff_dir[0] && c.data.check_tiff_tree) {
+      const int rc = prepare_run(&c);
+      if (rc != 0) return rc;
+    }
   } else {
     if (!c.data.tiff_dir[0])
       scd_fatal(SCD_EXIT_INPUT, "pipeline: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir is "

@@ -46,6 +46,10 @@ static void setup_data(struct trainer *t) {
     /* As the pipeline does: convert the TIFF tree first (the deck's &data settings apply). */
     log_info("train: no shards in %s yet; preparing them from %s first", cfg->data.shard_dir,
              cfg->data.tiff_dir);
+  }
+  /* With a TIFF tree named, shards made from another tree (or an older state of it) are refused,
+   * as prepare refuses them (&data check_tiff_tree = .false. skips the walk). */
+  if (cfg->data.tiff_dir[0] && (!have || cfg->data.check_tiff_tree)) {
     const int rc = prepare_run(cfg);
     if (rc != 0) comm_exit_all(rc);
   }

@@ -83,6 +83,22 @@ if [ "$MPIEXEC" != none ]; then
   [ -s run2/pipeline.txt ] || fail "run2/pipeline.txt missing"
 fi
 
+# The TIFF tree changed since the shards were made: refused as prepare refuses it (exit 2), by
+# pipeline and by train; &data check_tiff_tree = .false. takes the shards as they are.
+cp tiff/$(ls tiff | head -n 1)/$(ls tiff/$(ls tiff | head -n 1) | head -n 1) "tiff/$(ls tiff | head -n 1)/zz_new.tif" || exit 99
+deck run4 >p4.nml
+expect_exit 2 "$SCDINO" p4.nml
+expect_grep "shard_dir 'shards' holds a complete shard set of other input: it was made from another file list \(60 files, now 61\)"
+sed "s/calculation = 'pipeline'/calculation = 'train'/" p4.nml >t4.nml
+expect_exit 2 "$SCDINO" t4.nml
+expect_grep "shard_dir 'shards' holds a complete shard set of other input: it was made from another file list"
+nchecks=$((nchecks + 1))
+[ -e run4/checkpoint.h5 ] && fail "training ran on stale shards"
+sed "s/calculation = 'pipeline'/calculation = 'train'/; s/channels = 1, 2, 4/channels = 1, 2, 4, check_tiff_tree = .false./; s/epochs = 2,/epochs = 2, max_steps = 1,/" p4.nml >t5.nml
+expect_exit 0 "$SCDINO" t5.nml
+expect_grep "stopped after 1 steps? of this launch \(max_steps\)"
+rm "tiff/$(ls tiff | head -n 1)/zz_new.tif"
+
 # No TIFF tree and no shards: refused (exit 2) before any step runs.
 deck run3 '' noshards >e.nml
 expect_exit 2 "$SCDINO" e.nml
