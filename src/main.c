@@ -24,6 +24,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/runlock.h"
 #include "core/version.h"
 #include "input/config.h"
 
@@ -127,10 +128,14 @@ int main(int argc, char **argv) {
     config_echo(stdout, &cfg);
     log_raw("---- end of input deck ----\n");
   }
-  if (comm_rank() == 0) write_echo(&cfg);
+  if (comm_rank() == 0) {
+    runlock_acquire(cfg.control.run_dir, "run_dir"); /* one job per run_dir */
+    write_echo(&cfg);
+  }
   comm_barrier();
 
   int status = calc_run(&cfg);
+  if (comm_rank() == 0) runlock_release_all();
   comm_finalize();
   return status;
 }

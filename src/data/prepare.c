@@ -34,6 +34,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/runlock.h"
 #include "data/imagefolder.h"
 #include "data/prepare.h"
 #include "data/shards.h"
@@ -350,6 +351,8 @@ int prepare_run(const struct config *cfg) {
     status = check_existing(cfg, dir, &f, hash);
     if (status == 0) {
       fs_mkdir_p(dir);
+      /* Another job building this shard_dir must not have its files cleaned away. */
+      runlock_acquire(dir, "shard_dir");
       clean_stale(dir);
       choose_reference(&f, root, crop, &ref);
       log_info("prepare: images are %d channel(s) x %d x %d, %s (stored as %s)%s", ref.C, ref.H, ref.W,
@@ -667,6 +670,7 @@ int prepare_run(const struct config *cfg) {
   free(st);
   free(in_stats);
   imagefolder_free(&f);
+  if (rank == 0) runlock_release(dir);
   comm_barrier(); /* the manifest exists before any rank goes on (pipeline: training next) */
   return 0;
 }
