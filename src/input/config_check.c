@@ -195,6 +195,34 @@ static void check_misc(const struct checker *c) {
     report(c, prec, dev, "precision = 'bf16' needs a GPU, but device = 'cpu' (use 'fp32' or 'auto')");
 }
 
+/* What the later steps of a calculation will need, checked before the first runs (a pipeline
+ * would otherwise report them after hours of training). */
+static void check_later_steps(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *calc = config_key("control", "calculation");
+  if (bad(c, calc)) return;
+  const struct cfg_key *k = config_key("knn", "k"), *tk = config_key("knn", "table_k");
+  if (!bad(c, k) && !bad(c, tk) && calc_is(cfg, "knn", "pipeline") && cfg->knn.table_k != 0) {
+    int found = 0;
+    for (int i = 0; i < cfg->knn.n_k; i++) found |= cfg->knn.k[i] == cfg->knn.table_k;
+    if (!found) report(c, tk, k, "table_k = %ld is not one of the evaluated k", cfg->knn.table_k);
+  }
+  /* The pipeline's network is the deck's model (features and attention read other checkpoints,
+   * whose patch size is known only then). */
+  if (!calc_is(cfg, "pipeline", "pipeline")) return;
+  const struct cfg_key *patch = config_key("model", "patch_size");
+  if (bad(c, patch)) return;
+  const long p = cfg->model.patch_size;
+  const struct cfg_key *rs = config_key("features", "resize");
+  if (!bad(c, rs) && cfg->features.resize > 0 && cfg->features.resize < p)
+    report(c, rs, patch, "resize = %ld is smaller than patch_size = %ld: the images would hold no whole patch",
+           cfg->features.resize, p);
+  const struct cfg_key *is = config_key("attention", "image_size"), *inp = config_key("attention", "in_pipeline");
+  if (!bad(c, is) && !bad(c, inp) && cfg->attention.in_pipeline && cfg->attention.image_size < p)
+    report(c, is, patch, "image_size = %ld is smaller than patch_size = %ld: the attention maps would hold no "
+           "whole patch", cfg->attention.image_size, p);
+}
+
 void config_check(struct cfg_state *st, const struct config *cfg, const struct config *defaults) {
   struct checker c = {st, cfg, defaults};
   check_patch_multiples(&c);
@@ -204,5 +232,6 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_channels(&c);
   check_schedules(&c);
   check_calculation_needs(&c);
+  check_later_steps(&c);
   check_misc(&c);
 }

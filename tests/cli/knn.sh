@@ -88,8 +88,8 @@ EOF
   expect_grep 'h5py ok'
 fi
 
-# Input errors are exit 2 with the key named.
+# Input errors are exit 2 with the key named, at its place in the deck, before anything runs.
 deck run 7 >bad.nml
 expect_exit 2 "$SCDINO" bad.nml
-expect_grep 'knn.table_k = 7 is not one of the evaluated knn.k'
+expect_grep '^bad.nml:3:37: table_k = 7 is not one of the evaluated k$'
 finish
