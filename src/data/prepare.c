@@ -109,13 +109,9 @@ struct ref_format {
   char example[PATH_MAX];
 };
 
-/* Read, check and convert one file into out [C][H][W]; its statistics go into one (reset here).
- * Returns 0, or -1 with the reason. */
-static int convert_one(const char *full, const struct ref_format *ref, int crop, void *out, struct stats_acc *one,
-                       char *why, size_t n) {
-  struct tiff_info info;
-  void *data = NULL;
-  if (tiff_read(full, &info, &data, why, n) != 0) return -1;
+/* Whether an image of this header fits the reference format (0), else -1 with the reason. */
+static int format_fits(const struct tiff_info *info_, const struct ref_format *ref, int crop, char *why, size_t n) {
+  const struct tiff_info info = *info_;
   int rc = -1;
   if (info.channels != ref->C)
     snprintf(why, n, "has %d channel(s), expected %d like most images (e.g. %s)", info.channels, ref->C, ref->example);
@@ -127,6 +123,20 @@ static int convert_one(const char *full, const struct ref_format *ref, int crop,
              "center_crop makes differently sized images usable", info.height, info.width, ref->H, ref->W, ref->example);
   else
     rc = 0;
+  return rc;
+}
+
+/* Read, check and convert one file into out [C][H][W]; its statistics go into one (reset here).
+ * Returns 0, or -1 with the reason. */
+static int convert_one(const char *full, const struct ref_format *ref, int crop, void *out, struct stats_acc *one,
+                       char *why, size_t n) {
+  struct tiff_info info;
+  void *data = NULL;
+  /* The header first: an image of the wrong shape is refused before it is decoded (a huge
+   * compressed one would take memory and time for nothing). */
+  if (tiff_probe(full, &info, why, n) != 0 || format_fits(&info, ref, crop, why, n) != 0) return -1;
+  if (tiff_read(full, &info, &data, why, n) != 0) return -1;
+  int rc = format_fits(&info, ref, crop, why, n); /* the same, unless the file changed meanwhile */
   if (rc == 0) {
     prepare_crop_convert(data, info.sample, ref->C, info.height, info.width, out, ref->H, ref->W);
     size_t hw = (size_t)ref->H * ref->W;

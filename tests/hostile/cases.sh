@@ -84,6 +84,9 @@ case_ $d strip_beyond_eof 3 "$z: cannot decode strip 0 \(truncated or damaged fi
   "rawtiff tiffs/B/z.tif spp=2 stripoff=99999999"
 case_ $d claims_more_than_file 3 "$z: truncated or damaged file: 1 x 30000 x 30000 uncompressed uint16 samples need 1800000000 bytes, the file has [0-9]+" \
   "rawtiff tiffs/B/z.tif w=30000 h=30000 maxdata=1000"
+# Refused from its header, before any of its (junk) data is decoded.
+case_ $d compressed_wrong_size 3 "$z: is 8000x8000 pixels \(height x width\), expected 16x16 like most images" \
+  "rawtiff tiffs/B/z.tif spp=2 w=8000 h=8000 comp=8 data=junk"
 case_ $d zero_width 3 "$z: not a readable TIFF file.*(scanline size is zero|ImageWidth)" "rawtiff tiffs/B/z.tif spp=2 w=0"
 case_ $d zero_length 3 "$z: not a readable TIFF file.*(RowsPerStrip|ImageLength)" "rawtiff tiffs/B/z.tif spp=2 h=0"
 case_ $d zero_samples 3 "$z: not a readable TIFF file.*SamplesPerPixel" "rawtiff tiffs/B/z.tif spp=0"
