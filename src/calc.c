@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "core/watchdog.h"
 #include "data/prepare.h"
 #include "train/train.h"
 
@@ -34,7 +35,11 @@ int calc_run(const struct config *cfg) {
     char what[64];
     snprintf(what, sizeof what, "calculation '%s'", calcs[i].name);
     signals_install(what);
-    return calcs[i].run(cfg);
+    /* A rank that makes no progress for step_timeout seconds ends the job (watchdog.h). */
+    watchdog_start(cfg->system.step_timeout);
+    const int rc = calcs[i].run(cfg);
+    watchdog_stop();
+    return rc;
   }
   scd_fatal(SCD_EXIT_INPUT, "unknown calculation '%s'", cfg->control.calculation);
 }

@@ -6,10 +6,12 @@
 
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/watchdog.h"
 
 void progress_start(struct progress *p, const char *label, const char *unit, int64_t total, int64_t share,
                     double interval) {
   snprintf(p->label, sizeof p->label, "%s", label);
+  watchdog_progress(p->label, -1);
   snprintf(p->unit, sizeof p->unit, "%s", unit);
   p->total = total;
   p->share = share;
@@ -55,6 +57,7 @@ static void print_line(struct progress *p, double now, int final) {
 }
 
 void progress_update(struct progress *p, int64_t done, double bytes) {
+  watchdog_progress(p->label, -1); /* work is being done: a rank stuck elsewhere ends the job */
   p->done = done;
   p->bytes = bytes;
   if (p->interval < 0 || !log_is_root()) return;

@@ -54,6 +54,20 @@ static int read_holder(const char *path, struct holder *h) {
   return h->host[0] && h->pid > 0 ? 0 : -1;
 }
 
+/* Whether process pid of this host has ended (a zombie has: only its parent has not reaped it). */
+static int process_gone(long pid) {
+  if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) return 1;
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *close_paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
+  return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+}
+
 /* 1 when the holder is known to be gone (or is a former run of this very Slurm job). */
 static int holder_gone(const struct holder *h, const struct holder *me, const char **why) {
   if (me->job[0] && !strcmp(h->job, me->job)) {
@@ -65,9 +79,15 @@ static int holder_gone(const struct holder *h, const struct holder *me, const ch
     *why = "it names this very process";
     return 1;
   }
-  if (kill((pid_t)h->pid, 0) == -1 && errno == ESRCH) {
-    *why = "that process no longer runs";
-    return 1;
+  /* The rank 0 of a job that was just ended (MPI_Abort, mpirun's SIGKILL a second after its
+   * SIGTERM) may take a few seconds to go: a job started right after it waits up to 10 s. */
+  for (int i = 0; i < 100; i++) {
+    if (process_gone(h->pid)) {
+      *why = "that process no longer runs";
+      return 1;
+    }
+    struct timespec ts = {0, 100000000L};
+    nanosleep(&ts, NULL);
   }
   return 0;
 }

@@ -5,7 +5,8 @@
  * on a fatal error or a signal (the lock is a registered temporary file).  A second job finds the
  * lock and ends with exit status 2 naming the holder, so it never deletes the first one's files in
  * progress.  A lock left by a job that is gone is taken over with a warning when that can be known:
- * the same host and a process id that no longer runs, or the same Slurm job id (a requeued job).
+ * the same host and a process id that no longer runs (within 10 s: an aborted job's processes take
+ * a moment to go), or the same Slurm job id (a requeued job).
  * A lock of another host that is not the same Slurm job cannot be checked from here: the message
  * says to remove the file if that job is gone.  Rank 0 only. */
 #ifndef SCDINO_RUNLOCK_H

@@ -1,9 +1,10 @@
-/* watchdog.c - a helper thread that ends a rank whose training makes no progress for too long. */
+/* watchdog.c - a helper thread that ends a rank that makes no progress for too long. */
 #include "build_config.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,16 +16,16 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static pthread_t thread;
-static int running, stopping;
+static int running, stopping, depth;
 static double timeout, last;
-static const char *doing = "start-up";
+static char doing[160] = "start-up";
 static int64_t at_step;
 
 void watchdog_progress(const char *what, int64_t step) {
   if (!running) return;
   pthread_mutex_lock(&lock);
   last = wtime();
-  doing = what;
+  snprintf(doing, sizeof doing, "%s", what); /* a copy: the caller's text may be on its stack */
   at_step = step;
   pthread_mutex_unlock(&lock);
 }
@@ -33,13 +34,14 @@ void watchdog_progress(const char *what, int64_t step) {
  * launcher end the other ranks. */
 SCD_NORETURN static void expire(double idle, const char *what, int64_t step) {
   const int rank = comm_rank(), size = comm_size();
-  char who[64] = "";
+  char who[64] = "", where[64] = "";
   if (size > 1) snprintf(who, sizeof who, " (rank %d of %d)", rank, size);
+  if (step >= 0) snprintf(where, sizeof where, " (global step %lld)", (long long)step);
   fflush(stdout);
   fprintf(stderr,
-          "scdino: error%s: no progress for %.3g s in %s (global step %lld): another rank has died or is "
-          "stuck, or the file system or network hangs; ending the job (&system step_timeout = %g)\n",
-          who, idle, what, (long long)step, timeout);
+          "scdino: error%s: no progress for %.3g s in %s%s: another rank has died or is stuck, or the file "
+          "system or network hangs; ending the job (&system step_timeout = %g)\n",
+          who, idle, what, where, timeout);
   fflush(stderr);
   scd_tmpfile_remove_all();
   _exit(SCD_EXIT_FAILURE);
@@ -68,18 +70,24 @@ static void *watch(void *arg) {
 }
 
 void watchdog_start(double timeout_s) {
-  if (timeout_s <= 0 || running) return;
+  if (running) { /* nested (train inside pipeline): one watch, counted */
+    depth++;
+    watchdog_progress("start-up", -1);
+    return;
+  }
+  if (timeout_s <= 0) return;
+  depth = 1;
   timeout = timeout_s;
   last = wtime();
-  doing = "start-up";
-  at_step = 0;
+  snprintf(doing, sizeof doing, "start-up");
+  at_step = -1;
   stopping = 0;
   CHECK_PTHREAD(pthread_create(&thread, NULL, watch, NULL));
   running = 1;
 }
 
 void watchdog_stop(void) {
-  if (!running) return;
+  if (!running || --depth > 0) return;
   pthread_mutex_lock(&lock);
   stopping = 1;
   pthread_cond_signal(&cond);

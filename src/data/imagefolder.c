@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/watchdog.h"
 #include "data/imagefolder.h"
 
 struct strvec {
@@ -77,6 +78,7 @@ static void walk_dir(struct walk *w, const char *rel) {
       return;
     }
   if (w->depth >= 256) scd_fatal(SCD_EXIT_DATA, "directories nested too deeply under %s", full);
+  watchdog_progress("the walk of the TIFF tree", -1); /* a hung file system ends the job */
   DIR *dir = opendir(full);
   if (!dir) {
     log_warn("cannot read directory %s: %s; skipped", full, strerror(errno));
