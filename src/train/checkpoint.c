@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,14 @@ static void write_tensor(hid_t g, const struct tensor *t, const float *flat) {
   hsize_t dims[TENSOR_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) dims[d] = (hsize_t)t->shape[d];
   h5util_dset_write(g, t->name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t->ndim, dims, flat + t->off);
+}
+
+int checkpoint_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
 /* The effective deck as text (what input.echo.nml holds), malloc'd. */
@@ -112,6 +123,7 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
   h5util_attr_write_i64(fid, "seed", cfg->control.seed);
   h5util_attr_write_str(fid, "scdino_version", PACKAGE_VERSION);
   h5util_attr_write_str(fid, "deck", deck);
+  h5util_attr_write_i64(fid, "threads", checkpoint_threads());
   /* For job scripts: training_complete = 1 once every epoch has run; stopped_by says why a run
    * stopped before that ("" at an epoch boundary of an uninterrupted run, "max_steps", "SIGTERM"). */
   h5util_attr_write_i64(fid, "training_complete", st->epoch >= cfg->training.epochs ? 1 : 0);

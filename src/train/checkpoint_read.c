@@ -106,6 +106,7 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   geti(fid, path, "global_size", &info->global_size);
   geti(fid, path, "local_size", &info->local_size);
   geti(fid, path, "local_crops_number", &info->local_crops_number);
+  geti(fid, path, "threads", &info->threads);
   if (H5Lexists(fid, "loader", H5P_DEFAULT) > 0) {
     hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "loader", H5P_DEFAULT));
     optional(path, h5util_attr_read_i64(g, "n_train", &info->n_train));
@@ -128,6 +129,20 @@ void checkpoint_read_info(const char *path, struct ckpt_info *info) {
     h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
+}
+
+int checkpoint_read_deck(const char *path, char *buf, size_t n) {
+  int rc = -1;
+  if (comm_rank() == 0) {
+    h5util_lock();
+    hid_t fid = open_checkpoint(path);
+    rc = optional(path, h5util_attr_read_str(fid, "deck", buf, n)) ? 0 : -1;
+    CHECK_H5(H5Fclose(fid));
+    h5util_unlock();
+  }
+  comm_bcast(&rc, sizeof rc, 0);
+  if (rc == 0) comm_bcast(buf, n, 0);
+  return rc;
 }
 
 /* ---- hyperparameters -------------------------------------------------------------------------- */

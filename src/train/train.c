@@ -114,6 +114,11 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
     const int fell_back = checkpoint_pick_restart(t->ckpt_path, from, sizeof from);
     if (from[0]) {
       struct ckpt_info info;
+      static char old_echo[1 << 16];
+      /* Before anything is loaded: a deck that trains something else is refused at once. */
+      checkpoint_read_info(from, &info);
+      if (checkpoint_read_deck(from, old_echo, sizeof old_echo) == 0)
+        restart_check_deck(from, old_echo, cfg, info.threads, checkpoint_threads());
       checkpoint_restore(from, &t->ck, &info);
       snprintf(t->last_good, sizeof t->last_good, "%s", from);
       /* The unreadable checkpoint.h5 is replaced by the next save, not kept as the previous one. */

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/cli/train_restart.sh - restart is bit-identical: two epochs in one run equal one epoch +
 # restart + one epoch, and a stop inside an epoch (max_steps) + restart, on 1 rank and on 2 ranks
-# (checkpoint tensors, optimizer state and centre compared exactly; log.txt averages equal).
+# (checkpoint tensors, optimizer state and centre compared exactly; log.txt averages equal); a
+# restart with a key that defines what is trained changed is refused naming it, one with a schedule
+# or the thread count changed warns.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch train_restart
@@ -59,6 +61,26 @@ for ranks in 1 2; do
   run $ranks $r-e.nml
   expect_grep "is at epoch 2 of 2: nothing left to train"
 done
+
+# Changed keys: the seed or the crops are refused (exit 2, both values named, nothing trained);
+# lr and epochs continue with a warning each, as does another compute thread count.
+cp -r r1-split rk || exit 99
+rm -f rk/checkpoint.h5 && cp r1-split/checkpoint_0000.h5 rk/checkpoint.h5 || exit 99
+cp rk/checkpoint.h5 rk-before.h5 || exit 99
+train_deck rk epochs=2 batch_size_per_rank=4 restart=.true. |
+  sed "s/seed = 5/seed = 6/; s/local_crops_number = 2/local_crops_number = 3/" >rk1.nml
+expect_exit 2 "$SCDINO" rk1.nml
+expect_grep "error: restart from rk/checkpoint.h5: 2 key\(s\) that define what is trained differ: seed = 5 in the checkpoint's run, 6 now; local_crops_number = 2 in the checkpoint's run, 3 now"
+nchecks=$((nchecks + 1))
+cmp -s rk/checkpoint.h5 rk-before.h5 || fail "a refused restart changed the checkpoint"
+old=$(h5dump -a /threads rk/checkpoint.h5 | sed -n 's/^ *(0): *//p')
+[ -n "$old" ] || fail "rk/checkpoint.h5 records no thread count"
+train_deck rk epochs=3 batch_size_per_rank=4 lr=0.04 max_steps=1 restart=.true. |
+  sed "s/&system /\&system threads = $((old + 1)), /" >rk2.nml
+expect_exit 0 "$SCDINO" rk2.nml
+expect_grep "warning: restart: epochs = 2 in the run that wrote rk/checkpoint.h5, 3 now"
+expect_grep "warning: restart: lr = 0.05 in the run that wrote rk/checkpoint.h5, 0.04 now"
+expect_grep "warning: restart: the run that wrote rk/checkpoint.h5 used 1 compute thread\(s\) per rank, this one 2"
 
 # A checkpoint from 2 ranks continued on 1: correct position, not bit-identical (warned).
 if [ "$MPIEXEC" != none ]; then
