@@ -83,6 +83,8 @@ void config_load(const char *path, struct config *cfg);
 /* Write the effective deck (every key, defaults included) as a namelist that reads back to the
  * same configuration. */
 void config_echo(FILE *f, const struct config *cfg);
+/* The same as a malloc'd string (the checkpoint's "deck", a restart's comparison). */
+char *config_echo_text(const struct config *cfg);
 /* `scdino --help-input`: every key with group, type, default, allowed values and doc. */
 void config_help(FILE *f);
 /* The same reference as a Markdown page (doc/input.md). */

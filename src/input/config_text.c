@@ -47,6 +47,16 @@ static void put_element(FILE *f, const struct config *cfg, const struct cfg_key 
   }
 }
 
+char *config_echo_text(const struct config *cfg) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) SCD_FAIL("open_memstream failed");
+  config_echo(f, cfg);
+  if (fclose(f) != 0) SCD_FAIL("cannot format the deck");
+  return buf;
+}
+
 void config_echo(FILE *f, const struct config *cfg) {
   fprintf(f, "! Effective input deck of %s %s: every key, defaults included.\n", PACKAGE_NAME, PACKAGE_VERSION);
   fprintf(f, "! Read back by scdino, it gives the same configuration.\n");

@@ -43,17 +43,6 @@ int checkpoint_threads(void) {
 #endif
 }
 
-/* The effective deck as text (what input.echo.nml holds), malloc'd. */
-static char *deck_text(const struct config *cfg) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) SCD_FAIL("open_memstream failed");
-  config_echo(f, cfg);
-  if (fclose(f) != 0) SCD_FAIL("cannot format the deck");
-  return buf;
-}
-
 /* ---- the host image of a checkpoint ------------------------------------------------------------ */
 
 struct host_state {
@@ -230,7 +219,7 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
     const double t0 = wtime();
     struct host_state h;
     host_download(st, &h);
-    char *deck = deck_text(st->cfg);
+    char *deck = config_echo_text(st->cfg); /* what input.echo.nml holds */
     const double t1 = wtime();
     /* HDF5 is not thread-safe and the loader threads may be reading shards through it. */
     h5util_lock();

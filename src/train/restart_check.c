@@ -117,12 +117,7 @@ static char **echo_keys(const char *echo, int *n) {
 
 void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, int old_threads,
                         int threads) {
-  char *now = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&now, &len);
-  if (!f) SCD_FAIL("open_memstream failed");
-  config_echo(f, cfg);
-  if (fclose(f) != 0) SCD_FAIL("cannot format the deck");
+  char *now = config_echo_text(cfg);
   int nkeys = 0, refused = 0;
   char **keys = echo_keys(now, &nkeys);
   char msg[4096] = "";

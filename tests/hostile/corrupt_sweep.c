@@ -80,15 +80,28 @@ static void fill(const struct ops *ops, float *dev, size_t n, uint64_t id) {
   free(h);
 }
 
+/* The model, centre and optimizer of the checkpoints (fresh). */
+struct state {
+  struct dino_model *m;
+  struct dino_loss l;
+  struct optim o;
+};
+
+static void state_create(const struct ops *ops, const struct dino_spec *s, struct state *st) {
+  st->m = dino_model_create(ops, s);
+  dino_loss_init(&st->l, ops, s->head.out_dim, 2, 0.04, 0.04, 0, 5, 0.1, 0.9);
+  optim_init(&st->o, ops, &st->m->tt);
+}
+
 /* checkpoint.prev.h5 (epoch 2) and checkpoint.h5 (epoch 3), of different weights. */
 static void write_checkpoints(void) {
   const struct ops *ops = backend_cpu();
   const struct dino_spec s = spec();
-  struct dino_model *m = dino_model_create(ops, &s);
-  struct dino_loss l;
-  dino_loss_init(&l, ops, s.head.out_dim, 2, 0.04, 0.04, 0, 5, 0.1, 0.9);
-  struct optim o;
-  optim_init(&o, ops, &m->tt);
+  static struct state st0;
+  state_create(ops, &s, &st0);
+  struct dino_model *m = st0.m;
+  struct dino_loss l = st0.l;
+  struct optim o = st0.o;
   const int channels[2] = {0, 1};
   for (int e = 2; e <= 3; e++) {
     dino_model_init_weights(m, (uint64_t)e);
@@ -163,11 +176,11 @@ static int read_checkpoint(void *arg) {
   const int fell = checkpoint_pick_restart(ckpt, pick, sizeof pick);
   const struct ops *ops = backend_cpu();
   const struct dino_spec s = spec();
-  struct dino_model *m = dino_model_create(ops, &s);
-  struct dino_loss l;
-  dino_loss_init(&l, ops, s.head.out_dim, 2, 0.04, 0.04, 0, 5, 0.1, 0.9);
-  struct optim o;
-  optim_init(&o, ops, &m->tt);
+  static struct state st0;
+  state_create(ops, &s, &st0);
+  struct dino_model *m = st0.m;
+  struct dino_loss l = st0.l;
+  struct optim o = st0.o;
   struct ckpt_info info;
   checkpoint_read_info(pick, &info);
   checkpoint_check_spec(pick, &info, &s, 1);
