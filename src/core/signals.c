@@ -82,6 +82,9 @@ static void *watcher(void *arg) {
      * that error is the message; end quietly. */
     if (scd_fatal_started()) _exit(128 + sig);
     if (mode == SIGNALS_EXIT) {
+      /* The unfinished files go first: printing may wait on a pipe that mpirun, which sends
+       * SIGKILL one second after its SIGTERM, no longer drains. */
+      scd_tmpfile_remove_all();
       const int rank = comm_rank(), size = comm_size();
       fflush(stdout);
       if (size > 1)
@@ -91,7 +94,6 @@ static void *watcher(void *arg) {
         fprintf(stderr, "scdino: error: %s received during %s: stopped; unfinished output files removed "
                         "(finished ones are complete); run it again\n", signals_name(sig), what);
       fflush(stderr);
-      scd_tmpfile_remove_all();
       _exit(128 + sig);
     }
     if (!reported) {
