@@ -2,8 +2,9 @@
  *
  * The checkpoint holds the echoed deck of the run that wrote it.  Its keys are compared with this
  * deck's, value by value as the echo writes them:
- *   keys that define what is trained (the seed, the data selection and split, the crops and their
- *   augmentation, the model, the temperatures, the arithmetic) must be equal: a restart with any
+ *   keys that define what is trained (the seed, the split, the crops and their augmentation, the
+ *   temperatures, the arithmetic) must be equal (the model and the channels are checked against
+ *   the checkpoint's own attributes when it is loaded): a restart with any
  *   of them changed ends with exit status 2 naming each key with both values (start a new run
  *   with init_from to take the weights under new settings);
  *   keys one may change on purpose (the learning-rate and weight-decay schedules, epochs, the
@@ -24,9 +25,11 @@
 #include "train/train_priv.h"
 
 /* group.key patterns: "crops.*" is every key of the group. */
+/* (The model and the channels are not here: the checkpoint's own hyperparameters are compared with
+ * the deck's when it is loaded, naming the first tensor that differs - exit 3.) */
 static const char *const must_equal[] = {
-    "control.seed",         "data.channels",          "data.train_fraction",     "data.split_seed",
-    "crops.*",              "model.*",                "training.student_temp",   "training.teacher_temp",
+    "control.seed",         "data.train_fraction",    "data.split_seed",
+    "crops.*",              "training.student_temp",  "training.teacher_temp",
     "training.warmup_teacher_temp", "training.warmup_teacher_temp_epochs", "training.center_momentum",
     "training.precision",
 };

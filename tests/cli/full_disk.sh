@@ -46,10 +46,10 @@ full() {
   deck "$kind" "$mnt/r" >"$kind.nml"
   expect_exit 0 "$SCDINO" "$kind.nml"
   cp "$mnt/r/$file" "$kind-good" || exit 99
-  # Room for what is rewritten before the output (the echoed deck, knn.txt), nothing more.  The
-  # old copies stay open here, so that replacing them gives no room back.
+  # Room for what is written before the output (the run_dir lock, one page; the echoed deck,
+  # knn.txt), nothing more.  The old copies stay open here, so that replacing them gives no room back.
   pages() { echo $((($(wc -c <"$1") + 4095) / 4096 * 4096)); }
-  keep=$(pages "$mnt/r/input.echo.nml")
+  keep=$(($(pages "$mnt/r/input.echo.nml") + 4096))
   [ -f "$mnt/r/knn.txt" ] && keep=$((keep + $(pages "$mnt/r/knn.txt")))
   exec 3<"$mnt/r/input.echo.nml"
   [ -f "$mnt/r/knn.txt" ] && exec 4<"$mnt/r/knn.txt"
