@@ -617,12 +617,21 @@ static void o_adamw_ema(float *p, const float *g, float *m, float *v,
                         momentum, pc, tc));
 }
 
+/* The GPU model and the libraries whose kernels compute the results (ops->arithmetic). */
+static void o_arithmetic(char *buf, size_t n) {
+  int rt = 0;
+  CHECK_CUDA(cudaRuntimeGetVersion(&rt));
+  snprintf(buf, n, "cuda: %s (sm_%d%d), CUDA runtime %d, cuBLASLt %zu", cu.prop.name, cu.prop.major,
+           cu.prop.minor, rt, (size_t)cublasLtGetVersion());
+}
+
 /* ---- the tables --------------------------------------------------------------------------------- */
 
 template <typename T> static void fill_ops(struct ops *o, const char *name) {
   memset(o, 0, sizeof *o);
   o->name = name;
   o->act_size = sizeof(T);
+  o->arithmetic = o_arithmetic;
   o->alloc = o_alloc;
   o->free = o_free;
   o->upload = o_upload;

@@ -151,6 +151,7 @@ static void c_ema(float *dst, const float *src, size_t n, double m) {
 static const struct ops cpu_ops = {
     .name = "cpu",
     .act_size = sizeof(float),
+    .arithmetic = cpu_arithmetic,
     .alloc = c_alloc,
     .free = c_free,
     .upload = c_copy,

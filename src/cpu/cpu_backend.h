@@ -7,6 +7,8 @@
 #include "model/ops.h"
 
 /* fp32-only kernels (cpu_optim.c); meanings as the ops of the same name in ops.h. */
+/* ops->arithmetic of the CPU backend: the BLAS library, its kernels, the C library (erf, exp). */
+void cpu_arithmetic(char *buf, size_t n);
 void cpu_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
 void cpu_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
 void cpu_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,

@@ -5,14 +5,32 @@
 #include <stddef.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/kern.h"
+
+/* Elements per partial sum of a norm: the partials are added in block order, so a norm does not
+ * depend on the thread count (an OpenMP reduction's order does). */
+#define NORM_BLOCK 16384
+
+static double block_sumsq(const float *x, size_t n) {
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  return ss;
+}
 
 void cpu_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg) {
   for (int s = 0; s < nseg; s++) {
     const float *x = buf + segs[s].off;
-    const size_t n = segs[s].n;
+    const size_t n = segs[s].n, nblk = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+    if (nblk <= 1) { /* most tensors: no team for one block */
+      norms_host[s] = sqrt(block_sumsq(x, n));
+      continue;
+    }
+    double *part = cpu_scratch(0, nblk * sizeof(double));
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nblk; b++)
+      part[b] = block_sumsq(x + b * NORM_BLOCK, b + 1 < nblk ? NORM_BLOCK : n - b * NORM_BLOCK);
     double ss = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ss)
-    for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    for (size_t b = 0; b < nblk; b++) ss += part[b];
     norms_host[s] = sqrt(ss);
   }
 }

@@ -1,4 +1,5 @@
-/* cpu_threads.c - threads of the CPU backend: OpenMP and BLAS thread counts, per-thread scratch. */
+/* cpu_threads.c - threads of the CPU backend: OpenMP and BLAS thread counts, per-thread scratch;
+ * what its arithmetic depends on. */
 #include "build_config.h"
 
 #include <cblas.h>
@@ -6,9 +7,15 @@
 #include <omp.h>
 #endif
 
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/check.h"
+#include "cpu/cpu_backend.h"
 #include "cpu/kern.h"
 
 void *cpu_scratch(int slot, size_t bytes) {
@@ -27,16 +34,6 @@ void *cpu_scratch(int slot, size_t bytes) {
 
 /* OpenBLAS's cblas.h defines OPENBLAS_VERSION and declares its thread controls; other CBLAS
  * libraries are left to their own settings. */
-
-void cpu_split(size_t n, size_t *lo, size_t *hi) {
-#ifdef _OPENMP
-  const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-#else
-  const size_t nt = 1, t = 0;
-#endif
-  *lo = n * t / nt;
-  *hi = n * (t + 1) / nt;
-}
 
 int cpu_blas_serial_begin(void) {
 #if defined(OPENBLAS_VERSION) && defined(_OPENMP)
@@ -68,5 +65,28 @@ void cpu_set_threads(int n) {
 #endif
 #if defined(OPENBLAS_VERSION)
   openblas_set_num_threads(n);
+#endif
+}
+
+static const char *libc_name(void) {
+#ifdef __GLIBC__
+  static char s[32];
+  snprintf(s, sizeof s, "glibc %s", gnu_get_libc_version());
+  return s;
+#else
+  return "libc";
+#endif
+}
+
+void cpu_arithmetic(char *buf, size_t n) {
+#if defined(OPENBLAS_VERSION)
+  /* OPENBLAS_VERSION is " OpenBLAS 0.3.21 "; DYNAMIC_ARCH builds pick their kernels at run time. */
+  char ver[64];
+  snprintf(ver, sizeof ver, "%s", OPENBLAS_VERSION);
+  char *v = ver + strspn(ver, " ");
+  for (size_t k = strlen(v); k > 0 && v[k - 1] == ' '; k--) v[k - 1] = 0;
+  snprintf(buf, n, "cpu: %s (%s kernels), %s", v, openblas_get_corename(), libc_name());
+#else
+  snprintf(buf, n, "cpu: CBLAS, %s", libc_name());
 #endif
 }

@@ -54,10 +54,6 @@ KERN_DECLARE(double, f64)
 #define CPU_SCRATCH_SLOTS 4
 void *cpu_scratch(int slot, size_t bytes);
 
-/* The calling thread's share [*lo, *hi) of n items split evenly over the OpenMP team (the whole
- * range outside a parallel region). */
-void cpu_split(size_t n, size_t *lo, size_t *hi);
-
 /* BLAS threading around OpenMP regions that call BLAS from several threads at once: begin sets
  * the BLAS library to one thread (returns the previous count, 0 if nothing was changed), end
  * restores it.  cpu_set_threads sets both OpenMP's and the BLAS library's thread counts. */

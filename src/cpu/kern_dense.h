@@ -23,9 +23,48 @@ static void colsum_add(R *out, const R *a, int rows, int cols, size_t lda) {
   }
 }
 
-/* The Linear GEMMs are split over the OpenMP team by rows of the output (each thread one
- * single-threaded BLAS call on its block), so the backend uses one thread pool for everything and
- * BLAS's own pool never competes with OpenMP's. */
+/* The GEMMs run as tiles of the output shared out over the OpenMP team, each one single-threaded
+ * BLAS call that sums the whole reduction dimension.  A tile's shape comes from the matrix sizes
+ * alone, and BLAS computes an element from its call's shape and data alone, so the result is the
+ * same for any thread count (a requeue onto nodes with other core counts continues bit for bit).
+ * One thread pool serves everything: BLAS's own never competes with OpenMP's. */
+#define KTILE_ROWS 640  /* about the rows a single-threaded OpenBLAS call needs to reach its speed */
+#define KTILE_COLS 4096 /* wider outputs (the DINO head's K) are cut into columns of this width */
+#define KTILE_GROUP 4   /* tile counts are multiples of this where the sizes allow: equal shares */
+#define KTILE_MIN 64    /* the smallest tile side a cut makes */
+
+static inline int tile_cdiv(int a, int b) { return (a + b - 1) / b; }
+
+/* Tile height *hm and width *hn for an M x N output (multiples of 16, BLAS's panel width, where
+ * cut). */
+static inline void tile_plan(int M, int N, int *hm, int *hn) {
+  int tm = tile_cdiv(M, KTILE_ROWS), tn = tile_cdiv(N, KTILE_COLS);
+  const int maxm = M / KTILE_MIN > 1 ? M / KTILE_MIN : 1, maxn = N / KTILE_MIN > 1 ? N / KTILE_MIN : 1;
+  const int want = tile_cdiv(tm * tn, KTILE_GROUP) * KTILE_GROUP;
+  tm = tile_cdiv(want, tn) < maxm ? tile_cdiv(want, tn) : maxm; /* more row tiles first */
+  if (tm * tn < want) tn = tile_cdiv(want, tm) < maxn ? tile_cdiv(want, tm) : maxn;
+  *hm = tm > 1 ? (tile_cdiv(M, tm) + 15) / 16 * 16 : M;
+  *hn = tn > 1 ? (tile_cdiv(N, tn) + 15) / 16 * 16 : N;
+}
+
+/* C[M x N] = alpha op(A) op(B) + beta C, row-major; op(A) is M x K (A stored K x M when ta), op(B)
+ * K x N (B stored N x K when tb).  Called inside a parallel region (every thread calls it). */
+static void gemm_tiles(int ta, int tb, int M, int N, int K, R alpha, const R *A, int lda, const R *B,
+                       int ldb, R beta, R *C, int ldc) {
+  int hm, hn;
+  tile_plan(M, N, &hm, &hn);
+  const int tm = tile_cdiv(M, hm), tn = tile_cdiv(N, hn);
+#pragma omp for schedule(dynamic, 1)
+  for (int t = 0; t < tm * tn; t++) {
+    const int m0 = t / tn * hm, n0 = t % tn * hn;
+    const int mb = M - m0 < hm ? M - m0 : hm, nb = N - n0 < hn ? N - n0 : hn;
+    const R *a = ta ? A + m0 : A + (size_t)m0 * lda;
+    const R *b = tb ? B + (size_t)n0 * ldb : B + n0;
+    KGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mb, nb, K,
+          alpha, a, lda, b, ldb, beta, C + (size_t)m0 * ldc + n0, ldc);
+  }
+}
+
 void KN(kern_linear_fwd)(R *y, const R *x, const R *w, const R *b, int M, int N, int K) {
   if (M <= 0) return;
   if (b) {
@@ -34,13 +73,7 @@ void KN(kern_linear_fwd)(R *y, const R *x, const R *w, const R *b, int M, int N,
   }
   const int saved = cpu_blas_serial_begin();
 #pragma omp parallel
-  {
-    size_t m0, m1;
-    cpu_split((size_t)M, &m0, &m1);
-    if (m1 > m0)
-      KGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(m1 - m0), N, K, 1, x + m0 * K, K, w, K,
-            b ? 1 : 0, y + m0 * N, N);
-  }
+  gemm_tiles(0, 1, M, N, K, 1, x, K, w, K, b ? 1 : 0, y, N); /* y = x w^T (+ b) */
   cpu_blas_serial_end(saved);
 }
 
@@ -50,19 +83,8 @@ void KN(kern_linear_bwd)(R *dx, R *dw, R *db, const R *dy, const R *x, const R *
   const int saved = cpu_blas_serial_begin();
 #pragma omp parallel
   {
-    size_t lo, hi;
-    if (dx) { /* dx = dy w, by rows of dx */
-      cpu_split((size_t)M, &lo, &hi);
-      if (hi > lo)
-        KGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), K, N, 1, dy + lo * N, N, w,
-              K, 0, dx + lo * K, K);
-    }
-    if (dw) { /* dw += dy^T x, by rows of dw (columns of dy) */
-      cpu_split((size_t)N, &lo, &hi);
-      if (hi > lo)
-        KGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(hi - lo), K, M, 1, dy + lo, N, x, K, 1,
-              dw + lo * K, K);
-    }
+    if (dx) gemm_tiles(0, 0, M, K, N, 1, dy, N, w, K, 0, dx, K); /* dx = dy w */
+    if (dw) gemm_tiles(1, 0, N, K, M, 1, dy, N, x, K, 1, dw, K); /* dw += dy^T x */
   }
   cpu_blas_serial_end(saved);
   if (db) colsum_add(db, dy, M, N, (size_t)N);
@@ -70,8 +92,10 @@ void KN(kern_linear_bwd)(R *dx, R *dw, R *db, const R *dy, const R *x, const R *
 
 void KN(kern_matmul)(R *c, const R *a, const R *b, int M, int N, int K, int ta, int tb, R beta) {
   if (M <= 0 || N <= 0) return;
-  KGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1,
-        a, ta ? M : K, b, tb ? K : N, beta, c, N);
+  const int saved = cpu_blas_serial_begin();
+#pragma omp parallel
+  gemm_tiles(ta, tb, M, N, K, 1, a, ta ? M : K, b, tb ? K : N, beta, c, N);
+  cpu_blas_serial_end(saved);
 }
 
 void KN(kern_patchify)(R *cols, const R *img, int B, int C, int H, int W, int p) {
@@ -236,21 +260,28 @@ void KN(kern_layernorm_residual_bwd)(R *dx, R *dg, R *db, R *df, const R *s, con
   ln_bwd_cols(dg, db, dy, x, D, mean, rstd, (int)nrows, D);
 }
 
+/* The GELU loops go over fixed blocks of KEW_BLOCK elements, vectorised within a block.  The vector
+ * erf/exp/tanh (libmvec) and the scalar ones differ in the last bit, and which elements a vector
+ * loop leaves to its scalar remainder depends on where its range starts: over blocks fixed by n
+ * alone that is the same for any thread count, over an OpenMP team's shares it would not be. */
+#define KEW_BLOCK 4096
+#define KEW_FOR(n)                                                                    \
+  _Pragma("omp parallel for schedule(static)") for (size_t blk = 0; blk < ((n) + KEW_BLOCK - 1) / KEW_BLOCK; blk++) \
+  _Pragma("omp simd") for (size_t i = blk * KEW_BLOCK; i < ((n) < (blk + 1) * KEW_BLOCK ? (n) : (blk + 1) * KEW_BLOCK); i++)
+
 /* GELU_TANH_C = sqrt(2/pi): the tanh approximation's argument is C (x + 0.044715 x^3). */
 #define GELU_TANH_C 0.79788456080286535588
 #define GELU_TANH_A 0.044715
 
 void KN(kern_gelu_fwd)(R *y, const R *x, size_t n, int approx) {
   if (approx) {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
+    KEW_FOR(n) {
       const R v = x[i];
       y[i] = (R)0.5 * v * ((R)1 + KTANH((R)GELU_TANH_C * (v + (R)GELU_TANH_A * v * v * v)));
     }
     return;
   }
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) {
+  KEW_FOR(n) {
     const R v = x[i];
     y[i] = v * (R)0.5 * ((R)1 + KERF(v * (R)M_SQRT1_2));
   }
@@ -260,8 +291,7 @@ void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n, int approx) {
   if (approx) {
     /* d/dx of 0.5 x (1 + t), t = tanh(u), u = C (x + A x^3):
      * 0.5 (1 + t) + 0.5 x (1 - t^2) C (1 + 3 A x^2) */
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
+    KEW_FOR(n) {
       const R v = x[i];
       const R t = KTANH((R)GELU_TANH_C * (v + (R)GELU_TANH_A * v * v * v));
       const R du = (R)GELU_TANH_C * ((R)1 + (R)(3 * GELU_TANH_A) * v * v);
@@ -271,8 +301,7 @@ void KN(kern_gelu_bwd)(R *dx, const R *dy, const R *x, size_t n, int approx) {
   }
   /* gelu'(x) = Phi(x) + x phi(x), Phi/phi the standard normal CDF/density. */
   const R inv_sqrt_2pi = (R)0.39894228040143267794;
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) {
+  KEW_FOR(n) {
     const R v = x[i];
     const R cdf = (R)0.5 * ((R)1 + KERF(v * (R)M_SQRT1_2));
     const R pdf = inv_sqrt_2pi * KEXP((R)-0.5 * v * v);

@@ -48,6 +48,10 @@ struct ops_profile {
 struct ops {
   const char *name; /* "cpu", "cuda" */
   size_t act_size;  /* bytes of one activation element */
+  /* What decides the last bits of the results besides the deck (the BLAS library and the CPU
+   * kernels it picked, or the GPU and cuBLAS), as one line into buf; not the thread count, which
+   * changes nothing.  Checkpoints record it; a restart on other arithmetic is warned of. */
+  void (*arithmetic)(char *buf, size_t n);
 
   /* ---- memory ------------------------------------------------------------------------------ */
   void *(*alloc)(size_t bytes); /* zero-filled, >= 64-byte aligned; ends the job if out of memory */

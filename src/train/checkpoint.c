@@ -113,6 +113,9 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
   h5util_attr_write_str(fid, "scdino_version", PACKAGE_VERSION);
   h5util_attr_write_str(fid, "deck", deck);
   h5util_attr_write_i64(fid, "threads", checkpoint_threads());
+  char arith[sizeof ((struct ckpt_info *)0)->arithmetic];
+  st->model->ops->arithmetic(arith, sizeof arith);
+  h5util_attr_write_str(fid, "arithmetic", arith);
   /* For job scripts: training_complete = 1 once every epoch has run; stopped_by says why a run
    * stopped before that ("" at an epoch boundary of an uninterrupted run, "max_steps", "SIGTERM"). */
   h5util_attr_write_i64(fid, "training_complete", st->epoch >= cfg->training.epochs ? 1 : 0);

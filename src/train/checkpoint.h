@@ -18,7 +18,8 @@
  *   gelu_approximate ("none" or "tanh"; absent from older files: "none"), out_dim,
  *   head_hidden_dim, head_bottleneck_dim, head_nlayers, norm_last_layer), channels (the
  *   selected source channels), crop sizes, seed, scdino_version, deck (the echoed input deck),
- *   threads (compute threads per rank),
+ *   threads (compute threads per rank, a record: results do not depend on it), arithmetic (the
+ *   backend's ops->arithmetic line: BLAS library and kernels, or GPU and cuBLAS),
  *   training_complete (1 when epoch >= epochs) and stopped_by (why the run that wrote it
  *   stopped early: "max_steps", "SIGTERM", "SIGUSR1", "SIGINT"; "" otherwise).
  *
@@ -80,7 +81,7 @@ struct ckpt_info {
   int world_size;
   int64_t n_train;        /* training-split size of the run that wrote it (0 when absent) */
   int global_size, local_size, local_crops_number;
-  int threads;            /* compute threads per rank of the run that wrote it (0 when absent) */
+  char arithmetic[160];   /* ops->arithmetic of the run that wrote it ("" when absent) */
 };
 
 /* Read and check the root attributes (format, version, and the rest when present).  Collective
@@ -88,8 +89,8 @@ struct ckpt_info {
  * scdino checkpoint: SCD_EXIT_DATA with the reason. */
 void checkpoint_read_info(const char *path, struct ckpt_info *info);
 
-/* Compute threads per rank of this process (recorded as the root attribute "threads": the order of
- * the CPU backend's reductions, so its results, depend on it). */
+/* Compute threads per rank of this process (recorded as the root attribute "threads"; the results
+ * do not depend on it). */
 int checkpoint_threads(void);
 /* The echoed deck of the run that wrote path (its "deck" attribute) into buf (size n, cut to fit);
  * returns 0, or -1 when the file has none (imports).  Collective like checkpoint_read_info. */

@@ -106,7 +106,7 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   geti(fid, path, "global_size", &info->global_size);
   geti(fid, path, "local_size", &info->local_size);
   geti(fid, path, "local_crops_number", &info->local_crops_number);
-  geti(fid, path, "threads", &info->threads);
+  optional(path, h5util_attr_read_str(fid, "arithmetic", info->arithmetic, sizeof info->arithmetic));
   if (H5Lexists(fid, "loader", H5P_DEFAULT) > 0) {
     hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "loader", H5P_DEFAULT));
     optional(path, h5util_attr_read_i64(g, "n_train", &info->n_train));

@@ -11,8 +11,8 @@
  *   teacher momentum, clipping, freezing, the batch size, the shard directory, the GPU choices)
  *   are allowed with a warning naming each, since the run is then not the uninterrupted one;
  *   every other key (paths of outputs, logging, threads of the loader, later steps) is not
- *   compared.  The compute thread count per rank is compared separately (checkpoint "threads"):
- *   the CPU backend's reductions depend on it. */
+ *   compared.  The arithmetic (checkpoint "arithmetic": BLAS library and CPU kernels, or GPU and
+ *   cuBLAS) is compared separately; the thread count is not: results do not depend on it. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "input/config.h"
+#include "train/checkpoint.h"
 #include "train/train_priv.h"
 
 /* group.key patterns: "crops.*" is every key of the group. */
@@ -118,8 +119,8 @@ static char **echo_keys(const char *echo, int *n) {
   return keys;
 }
 
-void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, int old_threads,
-                        int threads) {
+void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, const char *old_arith,
+                        const struct ops *ops) {
   char *now = config_echo_text(cfg);
   int nkeys = 0, refused = 0;
   char **keys = echo_keys(now, &nkeys);
@@ -150,8 +151,12 @@ void restart_check_deck(const char *ckpt, const char *old_echo, const struct con
     scd_fatal(SCD_EXIT_INPUT, "restart from %s: %d key(s) that define what is trained differ: %s.  Restore them, "
               "or start a new run with &training init_from to take the weights under new settings",
               ckpt, refused, msg);
-  if (old_threads > 0 && old_threads != threads)
-    log_warn("restart: the run that wrote %s used %d compute thread(s) per rank, this one %d: the CPU backend's "
-             "sums then add in another order, so the result is not bit-identical to an uninterrupted run (set "
-             "&system threads = %d for that)", ckpt, old_threads, threads, old_threads);
+  /* The thread count is not compared: every reduction has a fixed order (doc/algorithm.md).  Other
+   * kernels (another CPU type under a DYNAMIC_ARCH BLAS, another GPU or cuBLAS) round differently. */
+  char arith[sizeof ((struct ckpt_info *)0)->arithmetic];
+  ops->arithmetic(arith, sizeof arith);
+  if (old_arith[0] && strcmp(old_arith, arith))
+    log_warn("restart: the run that wrote %s computed on \"%s\", this one on \"%s\": other kernels round "
+             "differently, so the run continues correctly but not bit-identical to an uninterrupted one",
+             ckpt, old_arith, arith);
 }

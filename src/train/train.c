@@ -118,7 +118,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
       /* Before anything is loaded: a deck that trains something else is refused at once. */
       checkpoint_read_info(from, &info);
       if (checkpoint_read_deck(from, old_echo, sizeof old_echo) == 0)
-        restart_check_deck(from, old_echo, cfg, info.threads, checkpoint_threads());
+        restart_check_deck(from, old_echo, cfg, info.arithmetic, t->ops);
       checkpoint_restore(from, &t->ck, &info);
       snprintf(t->last_good, sizeof t->last_good, "%s", from);
       /* The unreadable checkpoint.h5 is replaced by the next save, not kept as the previous one. */

@@ -100,9 +100,10 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
 void train_log_epoch(const struct trainer *t, int64_t epoch);
 
 /* restart_check.c: compare this deck with the echoed deck of the checkpoint a restart continues
- * from (old_echo), and this run's compute threads with the checkpoint's; refuse (exit 2) changed
- * keys that define what is trained, warn about the others that change the results. */
-void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, int old_threads,
-                        int threads);
+ * from (old_echo), and this run's arithmetic (ops->arithmetic) with the checkpoint's (old_arith,
+ * "" when unrecorded); refuse (exit 2) changed keys that define what is trained, warn about the
+ * others that change the results. */
+void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, const char *old_arith,
+                        const struct ops *ops);
 
 #endif
