@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/progress.h"
 #include "data/shards.h"
 #include "model/arena.h"
@@ -115,6 +116,21 @@ float *features_compute(const struct features_net *net, const struct features_pr
   const int64_t mine = hi - lo;
   int B = batch;
   if (B > mine) B = mine > 0 ? (int)mine : 1;
+
+  /* What this needs per rank, before any of it is taken (core/membudget.h). */
+  struct membudget mb = {0};
+  const int gpu = !strcmp(ops->name, "cuda");
+  const double img_bytes = (double)C * oh * ow * sizeof(float);
+  membudget_add(&mb, (double)(all_ranks || rank == 0 ? n : mine) * D * sizeof(float) + (double)n, "the features",
+                "%lld images, the model's embed_dim %d", (long long)n, D);
+  membudget_add(&mb, 2.0 * B * (double)dataset_image_bytes(ds) + (gpu ? 0 : 2 * B * img_bytes), "image batches",
+                "batch_size = %d, features resize = %d x %d, the channels", B, oh, ow);
+  if (!gpu)
+    membudget_add(&mb, (double)vit_infer_bytes(v, ops, B, oh, ow) + (double)net->tt.size * sizeof(float),
+                  "the network and its activations", "batch_size = %d, features resize, the model", B);
+  char how[256];
+  const double limit = membudget_limit(prep->memory_per_rank, how, sizeof how);
+  membudget_check(&mb, what, limit, how);
 
   /* Activations of one inference pass of up to B images (planned twice: count, then place). */
   struct arena a;

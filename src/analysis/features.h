@@ -42,6 +42,7 @@ struct features_prep {
   double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
   int normalize;
   double progress_seconds; /* between progress lines (control.progress_seconds) */
+  double memory_per_rank;  /* GiB, &system memory_per_rank (0: the node's share) */
   int oh, ow; /* after the resize */
   int *ih, *iw;      /* bilinear taps: 2 per output row / column */
   double *wh, *ww;

@@ -108,6 +108,7 @@ void features_prep_init(struct features_prep *p, const struct config *cfg, const
   features_prep_setup(p, C_all, dataset_height(ds), dataset_width(ds), dataset_dtype(ds), sel, nsel, mean, std,
                       resize, normalize);
   p->progress_seconds = cfg->control.progress_seconds;
+  p->memory_per_rank = cfg->system.memory_per_rank;
 }
 
 void features_prep_free(struct features_prep *p) {

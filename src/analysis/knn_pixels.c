@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "data/imgops.h"
 #include "data/shards.h"
 
@@ -134,6 +135,17 @@ float *knn_pixel_features(const struct config *cfg, const struct features *f, co
   const size_t d = MUL_SIZE(MUL_SIZE((size_t)g.nsel, (size_t)g.oh), (size_t)g.ow);
   if (d > INT32_MAX) scd_fatal(SCD_EXIT_INPUT, "raw-pixel vectors of %zu values are too long; lower knn.pixel_size", d);
   *dim = (int)d;
+
+  /* The vectors of every image on every rank, beside the features already read (core/membudget.h). */
+  struct membudget mb = {0};
+  membudget_add(&mb, (double)f->n * (double)d * sizeof(float), "raw-pixel vectors",
+                "knn pixel_size = %d (%d x %d x %d channels per image), %lld images", side, g.oh,
+                g.ow, g.nsel, (long long)f->n);
+  membudget_add(&mb, (double)f->n * f->d * sizeof(float), "the features", "the features file's %lld x %d",
+                (long long)f->n, f->d);
+  char how[256];
+  const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
+  membudget_check(&mb, "knn's raw-pixel baseline", limit, how);
 
   float *out = xcalloc(MUL_SIZE((size_t)f->n, d), sizeof(float));
   const size_t img_bytes = dataset_image_bytes(ds);

@@ -97,6 +97,28 @@ void dino_model_plan(struct dino_model *m, int Bmax, int n_local, int global_siz
   m->dp_host = xcalloc((size_t)m->vit.d.depth * 2 * nmax, sizeof(float));
 }
 
+size_t dino_model_plan_bytes(const struct ops *ops, const struct dino_spec *spec, int Bmax, int n_local,
+                             int global_size, int local_size, size_t *nparams) {
+  struct dino_model m;
+  memset(&m, 0, sizeof m);
+  m.ops = ops;
+  m.spec = *spec;
+  m.spec.head.in_dim = spec->vit.dim;
+  dino_build_tables(&m.spec, &m.tt, &m.vit, &m.head);
+  arena_init(&m.acts, ops);
+  m.Bmax = Bmax, m.n_local = n_local, m.global_size = global_size, m.local_size = local_size;
+  plan(&m); /* counting only */
+  const size_t bytes = m.acts.size;
+  *nparams = m.tt.size;
+  arena_free(&m.acts);
+  vit_pass_free(&m.sg);
+  vit_pass_free(&m.sl);
+  vit_pass_free(&m.tg);
+  vit_free(&m.vit);
+  tensors_free(&m.tt);
+  return bytes;
+}
+
 /* Stochastic-depth scales of one student pass (crops crop0 .. crop0 + ncrop - 1): per block with a
  * non-zero rate, per branch, per row: floor(keep + U) / keep, the draw keyed by the step and
  * (sample, crop, block, branch). */

@@ -75,6 +75,10 @@ void dino_model_destroy(struct dino_model *m);
 /* Upstream initialisation of the student from the seed (init.h); the teacher becomes a copy. */
 void dino_model_init_weights(struct dino_model *m, uint64_t seed);
 void dino_model_copy_student_to_teacher(struct dino_model *m);
+/* Bytes dino_model_plan would allocate for these sizes, and the parameter count in *nparams,
+ * from the tables alone (nothing allocated on the device): the memory check before a run. */
+size_t dino_model_plan_bytes(const struct ops *ops, const struct dino_spec *spec, int Bmax, int n_local,
+                             int global_size, int local_size, size_t *nparams);
 /* Allocate the activations of a step of up to Bmax images with n_local local crops. */
 void dino_model_plan(struct dino_model *m, int Bmax, int n_local, int global_size, int local_size);
 /* global_crops [2B, C, G, G] and local_crops [n_local B, C, L, L], fp32 device, crop-major.

@@ -207,6 +207,20 @@ void vit_infer_plan(struct vit_pass *p, struct vit_scratch *s, const struct vit 
   arena_check(a);
 }
 
+size_t vit_infer_bytes(const struct vit *v, const struct ops *ops, int B, int H, int W) {
+  struct arena a;
+  struct vit_pass p;
+  struct vit_scratch s;
+  arena_init(&a, ops);
+  memset(&p, 0, sizeof p);
+  vit_pass_plan(&p, v, &a, "count", B, H, W, 0); /* counting only */
+  vit_scratch_plan(&s, v, &a, (size_t)B * p.N, p.Np, 0);
+  const size_t bytes = a.size;
+  arena_free(&a);
+  vit_pass_free(&p);
+  return bytes;
+}
+
 /* Drop-path scales of block i, branch j (0 attention, 1 MLP), or NULL when the block has none. */
 static const float *dp_scales(const struct vit *v, const struct vit_pass *p, int i, int j) {
   if (!p->dp || vit_drop_rate(&v->d, i) <= 0) return NULL;

@@ -86,6 +86,9 @@ struct vit_scratch {
   float *dpos;          /* [1+Np, D] gradient of the interpolated position embedding */
 };
 
+/* Bytes vit_infer_plan would take for these sizes, nothing allocated (the memory check). */
+size_t vit_infer_bytes(const struct vit *v, const struct ops *ops, int B, int H, int W);
+
 /* Plan a pass of up to Bmax crops of H x W (see arena.h for the two-run protocol); train = 0 plans
  * an inference pass (one set of block buffers, no saved activations).  p must be zeroed before
  * its first plan (it may be re-planned; vit_pass_free releases it).  In the placing run the

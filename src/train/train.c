@@ -55,6 +55,7 @@ static void setup_data(struct trainer *t) {
   }
   t->ds = dataset_open(cfg->data.shard_dir);
   split_dataset(t->ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &t->split);
+  train_memory_check(t); /* before the loader, the model and the schedules take their memory */
   /* On the CUDA backend the crops are made on the GPU from raw batches (the same crops, bit for
    * bit: cuda/augment_gpu.h); elsewhere the loader threads make them. */
   const int gpu_aug = !strcmp(t->ops->name, "cuda");

@@ -99,6 +99,11 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
  * lines of later epochs from an abandoned run dropped). */
 void train_log_epoch(const struct trainer *t, int64_t epoch);
 
+/* train_memory.c: the memory the run needs per rank (loader, schedules, model, activations; the
+ * device's apart on a GPU) against &system memory_per_rank and the GPU's memory; over it, the job
+ * ends at once naming the keys (core/membudget.h).  Needs t->ds, t->split, t->B, t->epochs. */
+void train_memory_check(const struct trainer *t);
+
 /* restart_check.c: compare this deck with the echoed deck of the checkpoint a restart continues
  * from (old_echo), and this run's arithmetic (ops->arithmetic) with the checkpoint's (old_arith,
  * "" when unrecorded); refuse (exit 2) changed keys that define what is trained, warn about the

@@ -1,0 +1,56 @@
+#!/bin/sh
+# tests/cli/memory_budget.sh - a deck whose large buffers cannot fit in a rank's memory ends at
+# start-up with exit status 2, the total, the limit and where it came from, and each part with the
+# keys that size it; nothing is trained or written (core/membudget.h).  Train (a huge batch; a
+# small &system memory_per_rank), features (a small memory_per_rank) and knn's raw-pixel baseline
+# (pixel_size = 4096); and a run that fits says its total at verbosity 2.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
+scratch memory_budget
+train_data shards
+
+# A batch of 200,000 crops' activations: far over any machine of this kind (24 GiB).
+train_deck big batch_size_per_rank=200000 >big.nml
+expect_exit 2 "$SCDINO" big.nml
+expect_grep "error: train \(host memory\): about [0-9.]+ GiB per rank needed, more than the [0-9.]+ GiB a rank may use \(&system memory_per_rank = 0: the node's [0-9.]+ GiB \((physical memory|cgroup limit)\) over 1 rank\):"
+expect_grep "activations of a training step +[0-9.]+ GiB  \(batch_size_per_rank = 200000, global_size = 16, local_size = 8, local_crops_number = 2, the model\)"
+expect_grep "loader batches +[0-9.]+ GiB  \(batch_size_per_rank = 200000, prefetch_batches = 2,"
+expect_grep "Make the keys named above smaller"
+nchecks=$((nchecks + 1))
+[ ! -e big/checkpoint.h5 ] || fail "a refused run wrote a checkpoint"
+
+# The limit from the deck: 1 MiB is less than the tiny model needs.
+train_deck small | sed 's/&system /\&system memory_per_rank = 0.001, /' >small.nml
+expect_exit 2 "$SCDINO" small.nml
+expect_grep "more than the 0.00 GiB a rank may use \(&system memory_per_rank = 0.001\)"
+expect_grep "weights, gradients, AdamW moments"
+
+# A run that fits: the total at verbosity 2.
+train_deck fits max_steps=1 | sed 's/seed = 5 \//seed = 5, verbosity = 2 \//' >fits.nml
+expect_exit 0 "$SCDINO" fits.nml
+expect_grep "train \(host memory\): about [0-9.]+ GiB per rank for the large buffers, of [0-9.]+ GiB \(&system memory_per_rank = 0: "
+
+# features: the same check before the network is set up.
+cat >feat.nml <<'DECK'
+&control calculation = 'features', run_dir = 'fits' /
+&data shard_dir = 'shards' /
+&system memory_per_rank = 0.0001 /
+DECK
+expect_exit 2 "$SCDINO" feat.nml
+expect_grep "error: features: about [0-9.]+ GiB per rank needed, more than the 0.00 GiB a rank may use \(&system memory_per_rank = 0.0001\):"
+expect_grep "the features +[0-9.]+ GiB  \(7 images, the model's embed_dim 16\)"
+
+# knn's raw-pixel baseline at 4096 x 4096 x 3 channels: 1.4 GiB for the 7 images of the features
+# file (the validation subset), over a 1 GiB limit.
+sed 's/0.0001/100/' feat.nml >feat_ok.nml
+expect_exit 0 "$SCDINO" feat_ok.nml
+cat >knn.nml <<'DECK'
+&control calculation = 'knn', run_dir = 'fits' /
+&data shard_dir = 'shards', train_fraction = 0.5 /
+&knn k = 1, 5, table_k = 5, pixel_size = 4096 /
+&system memory_per_rank = 1 /
+DECK
+expect_exit 2 "$SCDINO" knn.nml
+expect_grep "error: knn's raw-pixel baseline: about [0-9.]+ GiB per rank needed, more than the 1.00 GiB a rank may use \(&system memory_per_rank = 1\):"
+expect_grep "raw-pixel vectors +[0-9.]+ GiB  \(knn pixel_size = 4096 \(4096 x 4096 x 3 channels per image\), 7 images\)"
+finish
