@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/hash.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/watchdog.h"
@@ -199,19 +200,11 @@ void imagefolder_free(struct imagefolder *f) {
   memset(f, 0, sizeof *f);
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 uint64_t imagefolder_hash(const struct imagefolder *f) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int c = 0; c < f->nclasses; c++) h = fnv1a(h, f->classes[c], strlen(f->classes[c]) + 1);
-  h = fnv1a(h, "\n", 1);
-  for (int64_t i = 0; i < f->n; i++) h = fnv1a(h, f->paths[i], strlen(f->paths[i]) + 1);
+  uint64_t h = HASH_FNV1A_INIT;
+  for (int c = 0; c < f->nclasses; c++) h = hash_fnv1a(h, f->classes[c], strlen(f->classes[c]) + 1);
+  h = hash_fnv1a(h, "\n", 1);
+  for (int64_t i = 0; i < f->n; i++) h = hash_fnv1a(h, f->paths[i], strlen(f->paths[i]) + 1);
   return h;
 }
 

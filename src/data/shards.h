@@ -44,6 +44,10 @@ const char *dataset_channel_name(const struct dataset *ds, int c);
 const double *dataset_mean(const struct dataset *ds); /* [C], pixel level after per-image min-max */
 const double *dataset_std(const struct dataset *ds);  /* [C] */
 const char *dataset_dir(const struct dataset *ds);    /* the shard_dir it was opened from */
+/* What the images are, from the manifest: count, shape, labels, class and channel names and the
+ * channel statistics (computed from the pixels) hashed (FNV-1a).  Copies of a shard set agree;
+ * another set of the same size does not.  Checkpoints record it (a restart compares). */
+uint64_t dataset_fingerprint(const struct dataset *ds);
 
 /* Files the ImageFolder walk found (skipped bad images included) and the ImageFolder position of
  * image i.  Equal to dataset_count / i unless prepare ran with on_bad_image='skip' and skipped

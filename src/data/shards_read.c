@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hash.h"
 #include "core/check.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"
@@ -241,6 +242,18 @@ const int32_t *dataset_labels(const struct dataset *ds) { return ds->labels; }
 int dataset_nclasses(const struct dataset *ds) { return ds->nclasses; }
 const double *dataset_mean(const struct dataset *ds) { return ds->mean; }
 const double *dataset_std(const struct dataset *ds) { return ds->std; }
+
+uint64_t dataset_fingerprint(const struct dataset *ds) {
+  uint64_t h = HASH_FNV1A_INIT;
+  const int64_t dims[6] = {ds->n, ds->C, ds->H, ds->W, ds->dtype, ds->nclasses};
+  h = hash_fnv1a(h, dims, sizeof dims);
+  h = hash_fnv1a(h, ds->labels, (size_t)ds->n * sizeof *ds->labels);
+  h = hash_fnv1a(h, ds->mean, (size_t)ds->C * sizeof *ds->mean);
+  h = hash_fnv1a(h, ds->std, (size_t)ds->C * sizeof *ds->std);
+  for (int c = 0; c < ds->nclasses; c++) h = hash_fnv1a(h, ds->class_names[c], strlen(ds->class_names[c]) + 1);
+  for (int c = 0; c < ds->C; c++) h = hash_fnv1a(h, ds->channel_names[c], strlen(ds->channel_names[c]) + 1);
+  return h;
+}
 const char *dataset_dir(const struct dataset *ds) { return ds->dir; }
 int64_t dataset_source_count(const struct dataset *ds) { return ds->source_count; }
 void dataset_set_direct_io(struct dataset *ds, int on) { ds->direct_io = on; }

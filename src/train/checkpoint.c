@@ -187,6 +187,9 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   h5util_attr_write_i64(gd, "batch_size_per_rank", st->cfg->training.batch_size_per_rank);
   h5util_attr_write_i64(gd, "n_train", st->n_train);
   h5util_attr_write_str(gd, "shard_dir", st->cfg->data.shard_dir);
+  char fp[24];
+  snprintf(fp, sizeof fp, "%016llx", (unsigned long long)st->data_fingerprint);
+  h5util_attr_write_str(gd, "data_fingerprint", fp);
   CHECK_H5(H5Gclose(gd));
 
   hid_t gx = h5util_group_create(fid, "train_metrics");

@@ -9,7 +9,8 @@
  *                                      per parameter; a tensor frozen so far has 0)
  *   /dino_loss/center                  float32 [1, K]
  *   /loader                            attributes: where the data stream continues (seed, epoch,
- *                                      next_batch, world_size, batch_size_per_rank, n_train, ...)
+ *                                      next_batch, world_size, batch_size_per_rank, n_train, ...,
+ *                                      data_fingerprint: the shard set's, 16 hex digits)
  *   /train_metrics                     attributes: the running sums of the unfinished epoch (log.txt)
  *   root attributes: format = "scdino-checkpoint", version = 2 (1 is read too), epoch (next epoch to run),
  *   iteration (next iteration inside that epoch; 0 at an epoch boundary), global_step,
@@ -80,6 +81,7 @@ struct ckpt_info {
   int64_t niter_per_epoch, epochs, batch_size_per_rank;
   int world_size;
   int64_t n_train;        /* training-split size of the run that wrote it (0 when absent) */
+  char data_fingerprint[24]; /* its shard set's dataset_fingerprint, 16 hex digits ("" when absent) */
   int global_size, local_size, local_crops_number;
   char arithmetic[160];   /* ops->arithmetic of the run that wrote it ("" when absent) */
 };
@@ -139,6 +141,7 @@ struct ckpt_state {
   int64_t niter_per_epoch;
   int world_size;
   int64_t n_train;          /* training-split size (restart checks it) */
+  uint64_t data_fingerprint; /* dataset_fingerprint of the shard set (restart checks it) */
   struct ckpt_metrics metrics;
   int keep_prev;            /* keep the checkpoint.h5 being replaced as checkpoint.prev.h5 */
   const char *stopped_by;   /* why the run stops before its end (NULL: it does not) */

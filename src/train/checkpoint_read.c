@@ -110,6 +110,7 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   if (H5Lexists(fid, "loader", H5P_DEFAULT) > 0) {
     hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "loader", H5P_DEFAULT));
     optional(path, h5util_attr_read_i64(g, "n_train", &info->n_train));
+    optional(path, h5util_attr_read_str(g, "data_fingerprint", info->data_fingerprint, sizeof info->data_fingerprint));
     CHECK_H5(H5Gclose(g));
   }
   info->has_state = info->epoch >= 0 && H5Lexists(fid, "optimizer", H5P_DEFAULT) > 0 &&

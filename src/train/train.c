@@ -103,6 +103,24 @@ static void setup_schedules(struct trainer *t) {
   t->total_steps = t->epochs * t->niter;
 }
 
+/* A restart trains on the images its checkpoint's run trained on: another shard set (other images,
+ * labels or statistics; a copy of the same set elsewhere is the same) is refused before anything
+ * is loaded.  Checkpoints without a fingerprint (before it was recorded) are compared by the
+ * training-split size only (a warning, in start_position). */
+static void check_same_data(const struct trainer *t, const char *from, const struct ckpt_info *info) {
+  if (!info->data_fingerprint[0]) return;
+  char now[24];
+  snprintf(now, sizeof now, "%016llx", (unsigned long long)dataset_fingerprint(t->ds));
+  if (strcmp(now, info->data_fingerprint))
+    scd_fatal(SCD_EXIT_INPUT,
+              "restart from %s: &data shard_dir = '%s' holds another data set than the one the checkpoint's run "
+              "trained on (%lld training images then, %lld now; fingerprint of images, labels and channel "
+              "statistics %s then, %s now).  Point shard_dir at the shards it trained on, or start a new run with "
+              "&training init_from to take the weights to this data",
+              from, t->cfg->data.shard_dir, (long long)info->n_train, (long long)t->split.n_train,
+              info->data_fingerprint, now);
+}
+
 /* Where this launch starts: a restart from run_dir/checkpoint.h5, init_from weights, or the seed.
  * Returns the first (epoch, iteration). */
 static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
@@ -118,6 +136,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
       static char old_echo[1 << 16];
       /* Before anything is loaded: a deck that trains something else is refused at once. */
       checkpoint_read_info(from, &info);
+      check_same_data(t, from, &info);
       if (checkpoint_read_deck(from, old_echo, sizeof old_echo) == 0)
         restart_check_deck(from, old_echo, cfg, info.arithmetic, t->ops);
       checkpoint_restore(from, &t->ck, &info);
@@ -143,7 +162,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
           memset(&t->ck.metrics, 0, sizeof t->ck.metrics);
         }
       }
-      if (info.n_train && info.n_train != t->split.n_train)
+      if (!info.data_fingerprint[0] && info.n_train && info.n_train != t->split.n_train)
         log_warn("restart: the checkpoint's run had %lld training images, this one has %lld",
                  (long long)info.n_train, (long long)t->split.n_train);
       log_info("restart: continuing from %s at epoch %lld, iteration %lld (global step %lld)",
@@ -309,7 +328,8 @@ int train_run(const struct config *cfg) {
   t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
                               .nchannels = t->nchannels, .channels = t->channels,
                               .niter_per_epoch = t->niter, .world_size = t->world,
-                              .n_train = t->split.n_train, .keep_prev = 1};
+                              .n_train = t->split.n_train, .keep_prev = 1,
+                              .data_fingerprint = dataset_fingerprint(t->ds)};
   t->gnorms = xcalloc((size_t)t->model->tt.n, sizeof *t->gnorms);
   t->nan_pending = -1;
   fault_inject_setup(cfg, &t->model->tt);

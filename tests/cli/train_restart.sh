@@ -3,7 +3,8 @@
 # restart + one epoch, and a stop inside an epoch (max_steps) + restart, on 1 rank and on 2 ranks
 # (checkpoint tensors, optimizer state and centre compared exactly; log.txt averages equal); a
 # restart with a key that defines what is trained changed is refused naming it, one with a schedule
-# or the thread count changed warns.
+# changed warns, another thread count is silent; a restart on another shard set of the same size is
+# refused, on a copy of the same set it continues.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch train_restart
@@ -88,6 +89,20 @@ h5dump -a /arithmetic rk/checkpoint.h5 | grep -q '"cpu: ' || fail "rk/checkpoint
 train_deck rk epochs=3 batch_size_per_rank=4 lr=0.04 max_steps=1 restart=.true. >rk3.nml
 expect_exit 0 "$SCDINO" rk3.nml
 expect_grep "warning: restart: the run that wrote rk/checkpoint.h5 computed on \"cpu: OpenBLAS 0.3.0 \(Prescott kernels\)\", this one on \"cpu: "
+
+# The data: another shard set of the same size (other pixels, so other statistics) is refused
+# before anything is loaded; a copy of the checkpoint's own set elsewhere continues (warned: shard_dir).
+train_data other 0.15
+cp rk/checkpoint.h5 rk-before2.h5 || exit 99
+TRAIN_SHARDS=other train_deck rk epochs=3 batch_size_per_rank=4 lr=0.04 max_steps=1 restart=.true. >rk4.nml
+expect_exit 2 "$SCDINO" rk4.nml
+expect_grep "error: restart from rk/checkpoint.h5: &data shard_dir = 'other' holds another data set than the one the checkpoint's run trained on \(40 training images then, 40 now; fingerprint of images, labels and channel statistics [0-9a-f]{16} then, [0-9a-f]{16} now\)"
+nchecks=$((nchecks + 1))
+cmp -s rk/checkpoint.h5 rk-before2.h5 || fail "a refused restart changed the checkpoint"
+cp -r shards shards-copy || exit 99
+TRAIN_SHARDS=shards-copy train_deck rk epochs=3 batch_size_per_rank=4 lr=0.04 max_steps=1 restart=.true. >rk5.nml
+expect_exit 0 "$SCDINO" rk5.nml
+expect_grep "warning: restart: shard_dir = 'shards' in the run that wrote rk/checkpoint.h5, 'shards-copy' now"
 
 # A checkpoint from 2 ranks continued on 1: correct position, not bit-identical (warned).
 if [ "$MPIEXEC" != none ]; then
