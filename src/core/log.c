@@ -25,6 +25,13 @@ double wtime(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void wsleep(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) { /* the rest, after a signal */
+  }
+}
+
 static void stamp(FILE *f) {
   time_t now = time(NULL);
   struct tm tmv;

@@ -23,6 +23,8 @@ void log_raw(const char *fmt, ...) SCD_PRINTF(1, 2);
 
 /* Monotonic wall-clock seconds. */
 double wtime(void);
+/* Sleep s seconds (s <= 0: not at all), the whole time even when a signal arrives meanwhile. */
+void wsleep(double s);
 
 /* Format seconds as "1h02m03s" / "2m03s" / "3.4s" into buf (for ETA columns). */
 const char *log_fmt_duration(double s, char *buf, size_t n);

@@ -473,6 +473,7 @@ int prepare_run(const struct config *cfg) {
       } else {
         /* Provisional global index: exact unless an earlier file was skipped (fixed at commit). */
         shard_writer_add(job->w, img, f.labels[p], k * ips + job->n++, f.paths[p]);
+        wsleep(cfg->debug.step_sleep); /* &debug: a slow conversion, for the signal tests */
         stats_acc_merge(&job->all, &one);
         if (in_stats[p]) stats_acc_merge(&job->sub, &one);
       }

@@ -47,13 +47,6 @@ void fault_inject_setup(const struct config *cfg, const struct tensor_table *tt)
   }
 }
 
-static void sleep_s(double s) {
-  if (s <= 0) return;
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 SCD_NORETURN static void fail(const struct config *cfg, int64_t step) {
   const char *how = cfg->debug.fail_how;
   const long rank = cfg->debug.fail_rank;
@@ -80,7 +73,7 @@ SCD_NORETURN static void fail(const struct config *cfg, int64_t step) {
 
 void fault_inject_step(const struct config *cfg, int64_t step) {
   const int rank = comm_rank();
-  sleep_s(cfg->debug.step_sleep);
+  wsleep(cfg->debug.step_sleep);
   if (step == cfg->debug.fail_at_step && rank == cfg->debug.fail_rank) fail(cfg, step);
   if (step == cfg->debug.signal_at_step && (cfg->debug.signal_rank < 0 || rank == cfg->debug.signal_rank)) {
     const int sig = !strcmp(cfg->debug.signal_name, "USR1") ? SIGUSR1 : !strcmp(cfg->debug.signal_name, "INT") ? SIGINT : SIGTERM;
@@ -105,5 +98,5 @@ void fault_inject_checkpoint_pause(const struct config *cfg, const char *tmp_pat
            cfg->debug.checkpoint_pause, tmp_path);
   fflush(stdout);
   fflush(stderr);
-  sleep_s(cfg->debug.checkpoint_pause);
+  wsleep(cfg->debug.checkpoint_pause);
 }

@@ -1,0 +1,49 @@
+#!/bin/sh
+# tests/cli/prepare_signal.sh - SIGTERM to mpirun while 2 ranks convert TIFFs (what Slurm's
+# scancel or a time limit does): every rank removes its unfinished shard-*.tmp.<pid> before it
+# answers, so nothing half-written is left however soon mpirun follows with SIGKILL; no manifest
+# claims the set complete; and the next prepare builds it.  &debug step_sleep slows the
+# conversion (0.02 s per image) so the signal lands while a shard is being written, on any machine.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/cli/fault_lib.sh"
+[ "$MPIEXEC" = none ] && skip "no MPI launcher"
+scratch prepare_signal
+"$top_builddir/scdino_demo_data" -o tiffs -n 100 -c 4 -q || exit 99
+cat >slow.nml <<'DECK'
+&control calculation = 'prepare' /
+&data tiff_dir = 'tiffs', shard_dir = 'shards', images_per_shard = 100 /
+&debug step_sleep = 0.02 /
+DECK
+$MPIEXEC -n 2 "$SCDINO" slow.nml >slow.out 2>&1 &
+pid=$!
+# Until a shard's temporary file is there (each takes 2 s or more to write) or the run has ended.
+tries=0
+while [ $tries -lt 6000 ] && kill -0 $pid 2>/dev/null && ! ls -a shards 2>/dev/null | grep -q '\.tmp\.'; do
+  sleep 0.05
+  tries=$((tries + 1))
+done
+nchecks=$((nchecks + 1))
+if ls -a shards 2>/dev/null | grep -q '\.tmp\.'; then
+  kill -TERM $pid
+  echo "SIGTERM sent to mpirun while writing: $(ls -a shards | grep '\.tmp\.' | tr '\n' ' ')"
+else
+  fail "no shard was being written (the run ended or never started)"
+  kill -KILL $pid 2>/dev/null
+fi
+rc=0
+wait $pid || rc=$?
+sed 's/^/    | /' slow.out | grep -v '^    | *!' | tail -8
+nchecks=$((nchecks + 1))
+[ "$rc" != 0 ] || fail "a prepare ended by SIGTERM exited 0"
+no_tmp shards
+nchecks=$((nchecks + 1))
+[ ! -e shards/manifest.h5 ] || fail "an interrupted prepare left a manifest"
+nchecks=$((nchecks + 1))
+grep -q "SIGTERM" slow.out || fail "no rank said it was stopped by SIGTERM"
+
+# Again without the delay: the set is built.
+sed '/&debug/d' slow.nml >fast.nml
+expect_exit 0 $MPIEXEC -n 2 "$SCDINO" fast.nml
+expect_grep "prepare: 400 images in 4 shard\(s\) under shards"
+no_tmp shards
+finish
