@@ -64,15 +64,12 @@ static int setup_threads(const struct config *cfg) {
 }
 
 static void write_echo(const struct config *cfg) {
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[PATH_MAX];
   fs_mkdir_p(cfg->control.run_dir);
   fs_join(path, sizeof path, cfg->control.run_dir, "input.echo.nml");
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  FILE *f = fopen(tmp, "w");
-  if (!f) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s", tmp);
-  config_echo(f, cfg);
-  if (fclose(f) != 0) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
-  fs_atomic_commit(tmp, path);
+  struct fs_mem txt;
+  config_echo(fs_mem_begin(&txt), cfg);
+  fs_mem_commit(&txt, "echoed deck", path);
 }
 
 int main(int argc, char **argv) {

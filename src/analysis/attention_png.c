@@ -76,14 +76,10 @@ static int png_encode(FILE *f, const unsigned char *pix, int w, int h, int chann
 
 void attention_png_write(const char *path, const unsigned char *pix, int w, int h, int channels) {
   SCD_ASSERT(w > 0 && h > 0 && (channels == 1 || channels == 3));
-  char tmp[4200];
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) scd_fatal(SCD_EXIT_FAILURE, "cannot create %s", tmp);
-  const int rc = png_encode(f, pix, w, h, channels);
-  if (fclose(f) != 0 || rc != 0)
-    scd_fatal(SCD_EXIT_FAILURE, "cannot write %s: %s", tmp, rc ? png_msg : "write error (disk full?)");
-  fs_atomic_commit(tmp, path);
+  struct fs_mem m;
+  if (png_encode(fs_mem_begin(&m), pix, w, h, channels) != 0)
+    scd_fatal(SCD_EXIT_FAILURE, "cannot encode %s: %s", path, png_msg);
+  fs_mem_commit(&m, "attention map", path);
 }
 
 static void range_f32(const float *x, size_t n, double *lo, double *hi) {

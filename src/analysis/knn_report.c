@@ -208,15 +208,12 @@ static void write_h5(const struct knn_report *rep, const char *path) {
 }
 
 void knn_report_write(const struct knn_report *rep, const char *run_dir) {
-  char path[4096], tmp[4200];
+  char path[4096];
   fs_mkdir_p(run_dir);
   fs_join(path, sizeof path, run_dir, "knn.txt");
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  FILE *f = fopen(tmp, "w");
-  if (!f) scd_fatal(SCD_EXIT_FAILURE, "cannot create %s", tmp);
-  knn_report_text(rep, f, 1);
-  if (ferror(f) | fclose(f)) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
-  fs_atomic_commit(tmp, path);
+  struct fs_mem txt;
+  knn_report_text(rep, fs_mem_begin(&txt), 1);
+  fs_mem_commit(&txt, "kNN report", path);
 
   fs_join(path, sizeof path, run_dir, "knn.h5");
   write_h5(rep, path);

@@ -234,14 +234,10 @@ int pipeline_run(const struct config *cfg) {
       pipeline_summary_print(&s, stdout);
       fflush(stdout);
     }
-    char tmp[4200];
     fs_join(path, sizeof path, c.control.run_dir, "pipeline.txt");
-    fs_atomic_begin(path, tmp, sizeof tmp);
-    FILE *f = fopen(tmp, "w");
-    if (!f) scd_fatal(SCD_EXIT_FAILURE, "cannot create %s", tmp);
-    pipeline_summary_print(&s, f);
-    if (ferror(f) | fclose(f)) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
-    fs_atomic_commit(tmp, path);
+    struct fs_mem txt;
+    pipeline_summary_print(&s, fs_mem_begin(&txt));
+    fs_mem_commit(&txt, "pipeline summary", path);
   }
   comm_barrier();
   return 0;

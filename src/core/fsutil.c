@@ -138,6 +138,25 @@ void fs_write_buffer(const char *what, const char *tmp, const char *final_path, 
   if (close(fd) != 0) write_failed(what, tmp, final_path, done, size, errno);
 }
 
+FILE *fs_mem_begin(struct fs_mem *t) {
+  t->buf = NULL;
+  t->size = 0;
+  t->f = open_memstream(&t->buf, &t->size);
+  if (!t->f) SCD_FAIL("open_memstream: %s", strerror(errno));
+  return t->f;
+}
+
+void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path) {
+  if (fclose(t->f) != 0) SCD_FAIL("%s: building %s in memory: %s", final_path, what, strerror(errno));
+  char tmp[4096];
+  fs_atomic_begin(final_path, tmp, sizeof tmp);
+  fs_write_buffer(what, tmp, final_path, t->buf, t->size, NULL, NULL);
+  fs_atomic_commit(tmp, final_path);
+  free(t->buf);
+  t->buf = NULL;
+  t->f = NULL;
+}
+
 void fs_atomic_abort(const char *tmp) {
   unlink(tmp);
   scd_tmpfile_unregister(tmp);

@@ -7,6 +7,7 @@
 #define SCDINO_FSUTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Join a directory and a file name into out (size n); fatal if it does not fit. */
 char *fs_join(char *out, size_t n, const char *dir, const char *name);
@@ -32,6 +33,18 @@ void fs_atomic_abort(const char *tmp);
  * called once half the bytes are written (a fault-injection hook for tests). */
 void fs_write_buffer(const char *what, const char *tmp, const char *final_path, const void *buf, size_t size,
                      void (*halfway)(void *arg, const char *tmp), void *arg);
+
+/* Outputs written through stdio (log.txt, knn.txt, the echoed deck, PNGs): made in memory, then
+ * written as one buffer by fs_write_buffer under a temporary name and renamed, so they fail as
+ * every output does (naming the file and errno, the old file left as it was).
+ *     struct fs_mem t;  FILE *f = fs_mem_begin(&t);  fprintf(f, ...);  fs_mem_commit(&t, "log", path); */
+struct fs_mem {
+  FILE *f;
+  char *buf;
+  size_t size;
+};
+FILE *fs_mem_begin(struct fs_mem *t);
+void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path);
 
 /* fsync a file by path (after a library such as HDF5 has closed it). */
 void fs_fsync_path(const char *path);

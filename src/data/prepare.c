@@ -582,14 +582,12 @@ int prepare_run(const struct config *cfg) {
     SCD_ASSERT(ns == nskip);
     /* Ranks hold ascending runs in rank order: the list is already sorted. */
     if (nskip > 0) {
-      char path[PATH_MAX], tmp[PATH_MAX];
+      char path[PATH_MAX];
       fs_join(path, sizeof path, dir, "skipped.txt");
-      fs_atomic_begin(path, tmp, sizeof tmp);
-      FILE *out = fopen(tmp, "w");
-      if (!out) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s: %s", tmp, strerror(errno));
+      struct fs_mem txt;
+      FILE *out = fs_mem_begin(&txt);
       for (int64_t i = 0; i < nskip; i++) fprintf(out, "%s/%s\t%s\n", root, f.paths[skipped[i]], reasons[i]);
-      if (fclose(out) != 0) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
-      fs_atomic_commit(tmp, path);
+      fs_mem_commit(&txt, "list of skipped files", path);
       log_warn("%lld of %lld files skipped as bad images (on_bad_image='skip'), listed in %s", (long long)nskip,
                (long long)N, path);
     }

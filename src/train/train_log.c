@@ -128,11 +128,10 @@ void train_log_epoch(const struct trainer *t, int64_t epoch) {
   if (t->rank != 0) return;
 
   /* log.txt: upstream's fields first, then throughput; earlier epochs' lines are kept. */
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[PATH_MAX];
   fs_join(path, sizeof path, t->cfg->control.run_dir, "log.txt");
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  FILE *out = fopen(tmp, "w");
-  if (!out) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s", tmp);
+  struct fs_mem txt;
+  FILE *out = fs_mem_begin(&txt);
   FILE *in = fopen(path, "r");
   if (in) {
     char *line = NULL;
@@ -153,6 +152,5 @@ void train_log_epoch(const struct trainer *t, int64_t epoch) {
           "\"images_per_second\": %.6g, \"epoch_seconds\": %.6g, \"images\": %lld, \"steps\": %lld}\n",
           js[0], js[1], js[2], (long long)epoch, ips, mt->seconds, (long long)mt->images,
           (long long)mt->steps);
-  if (fclose(out) != 0) scd_fatal(SCD_EXIT_FAILURE, "cannot write %s (disk full?)", tmp);
-  fs_atomic_commit(tmp, path);
+  fs_mem_commit(&txt, "log", path);
 }

@@ -4,10 +4,12 @@
 # the output need) and the shards of prepare (shard_dir on a tmpfs too small for them).  Each run
 # must end with exit status 1 and a message naming the file and "No space left on device" - never a
 # signal (HDF5 1.10 crashed at exit closing a file whose write had failed) - with no temporary file
-# left and the previous output, where there was one, unchanged.  (Checkpoints and log.txt:
-# tests/cli/train_durable.sh.)  Needs root to mount a tmpfs; skipped otherwise.
+# left and the previous output, where there was one, unchanged; and training's log.txt, written at
+# the end of an epoch before the checkpoint.  (Checkpoints: tests/cli/train_durable.sh.)  Needs root
+# to mount a tmpfs; skipped otherwise.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
 scratch full_disk
 "$top_builddir/tests/fixtures/feat_mkdata" . || exit 99
 dir=$(pwd)
@@ -65,6 +67,27 @@ full() {
 full features features_0002.h5
 full knn knn.h5
 full attention attention.h5
+
+# log.txt: a run that continues for a third epoch finds the disk full when the epoch ends; the log
+# is rewritten first (then the checkpoint), so its write fails: exit 1 naming log.txt, the old log
+# and checkpoint as they were.
+train_data tshards
+rm -rf "${mnt:?}/r" && mkdir "$mnt/r"
+TRAIN_SHARDS=$dir/tshards train_deck "$mnt/r" epochs=2 batch_size_per_rank=8 >t1.nml
+expect_exit 0 "$SCDINO" t1.nml
+cp "$mnt/r/log.txt" log-good && cp "$mnt/r/checkpoint.h5" ckpt-good || exit 99
+TRAIN_SHARDS=$dir/tshards train_deck "$mnt/r" epochs=3 batch_size_per_rank=8 restart=.true. >t2.nml
+keep=$(($(($(wc -c <"$mnt/r/input.echo.nml") + 4095)) / 4096 * 4096 + 4096))
+exec 3<"$mnt/r/input.echo.nml"
+fill_to "$keep"
+expect_exit 1 "$SCDINO" t2.nml
+exec 3<&-
+expect_grep "error: cannot write [a-zA-Z ]+ $mnt/r/log\.txt\.tmp\.[0-9]+: errno 28: No space left on device \(after [0-9]+ of [0-9]+ bytes\).* $mnt/r/log\.txt is left as it was"
+nchecks=$((nchecks + 2))
+cmp -s "$mnt/r/log.txt" log-good || fail "log.txt: the failed write changed it"
+cmp -s "$mnt/r/checkpoint.h5" ckpt-good || fail "log.txt: the checkpoint changed after the log's write failed"
+no_tmp "$mnt/r"
+rm -f "$mnt/filler"
 
 # prepare: the shards do not fit.  It ends with exit 1 naming a shard or the manifest, and leaves
 # no temporary file and no manifest (a half-written set is never taken for a finished one).
