@@ -1,6 +1,7 @@
 #!/bin/sh
-# .ci/checks/sanitizers.sh - the hostile-input corpus and the unit tests of the input readers
-# (deck, configuration, TIFF, shards, features) under AddressSanitizer, UndefinedBehaviorSanitizer
+# .ci/checks/sanitizers.sh - the hostile-input corpus, the unit tests of the input readers
+# (deck, configuration, TIFF, shards, features, HDF5 helpers) and the integrity tests (full disk,
+# locks, stale shards, thread count, memory budget) under AddressSanitizer, UndefinedBehaviorSanitizer
 # and LeakSanitizer: configure --enable-sanitizers in build-san (CPU only), build only what these
 # tests need, run them.  LeakSanitizer stays on; tests/lsan.supp silences Open MPI's own
 # allocations (tests/env.sh sets LSAN_OPTIONS).  A few minutes on 2 cores.
@@ -12,9 +13,12 @@ if [ ! -f Makefile ]; then
   "$top/configure" -q --without-cuda --enable-sanitizers || { echo "FAIL: sanitizers: configure"; exit 1; }
 fi
 progs="tests/unit/input/test_deck tests/unit/input/test_config tests/unit/data/test_tiff tests/unit/data/test_shards tests/unit/analysis/test_features_io \
-tests/hostile/rawtiff tests/hostile/h5edit tests/hostile/corrupt_sweep tests/fixtures/mktiff tests/fixtures/knn_mkdata"
+tests/hostile/rawtiff tests/hostile/h5edit tests/hostile/corrupt_sweep tests/fixtures/mktiff tests/fixtures/knn_mkdata \
+tests/unit/core/test_h5util tests/fixtures/train_mkdata tests/fixtures/feat_mkdata tests/fixtures/ckpt_compare scdino_demo_data"
 tests="tests/unit/input/test_deck tests/unit/input/test_config tests/unit/data/test_tiff tests/unit/data/test_shards tests/unit/analysis/test_features_io \
-tests/hostile/hostile_decks.sh tests/hostile/hostile_tiff.sh tests/hostile/hostile_shards.sh tests/hostile/hostile_features.sh tests/hostile/hostile_ckpt.sh"
+tests/hostile/hostile_decks.sh tests/hostile/hostile_tiff.sh tests/hostile/hostile_shards.sh tests/hostile/hostile_features.sh tests/hostile/hostile_ckpt.sh \
+tests/unit/core/test_h5util tests/cli/full_disk.sh tests/cli/run_lock.sh tests/cli/pipeline.sh tests/cli/train_threads.sh \
+tests/cli/memory_budget.sh"
 # shellcheck disable=SC2086
 make -j"$jobs" scdino $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: sanitizers: build"; exit 1; }
 # check_PROGRAMS is narrowed so that make check builds nothing else.
