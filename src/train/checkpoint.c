@@ -120,6 +120,7 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
    * stopped before that ("" at an epoch boundary of an uninterrupted run, "max_steps", "SIGTERM"). */
   h5util_attr_write_i64(fid, "training_complete", st->epoch >= cfg->training.epochs ? 1 : 0);
   h5util_attr_write_str(fid, "stopped_by", st->stopped_by ? st->stopped_by : "");
+  h5util_attr_write_str(fid, "restart_changes", st->restart_changes ? st->restart_changes : "");
 }
 
 /* The whole checkpoint as an HDF5 file image in memory (the core driver, no file on disk): every

@@ -21,6 +21,8 @@
  *   selected source channels), crop sizes, seed, scdino_version, deck (the echoed input deck),
  *   threads (compute threads per rank, a record: results do not depend on it), arithmetic (the
  *   backend's ops->arithmetic line: BLAS library and kernels, or GPU and cuBLAS),
+ *   restart_changes (a line per restart that changed a schedule key or the arithmetic: "global
+ *   step S: lr 0.05 -> 0.04; ..."; "" when none),
  *   training_complete (1 when epoch >= epochs) and stopped_by (why the run that wrote it
  *   stopped early: "max_steps", "SIGTERM", "SIGUSR1", "SIGINT"; "" otherwise).
  *
@@ -58,6 +60,7 @@
 #define CKPT_VERSION_OLDEST 1 /* version 1 files (no checksums) are still read */
 #define CKPT_FILE "checkpoint.h5"
 #define CKPT_MAX_CHANNELS 64
+#define CKPT_CHANGES_MAX 4096 /* bytes of the restart_changes record kept (the newest lines) */
 
 struct optim;
 struct dino_loss;
@@ -82,6 +85,7 @@ struct ckpt_info {
   int world_size;
   int64_t n_train;        /* training-split size of the run that wrote it (0 when absent) */
   char data_fingerprint[24]; /* its shard set's dataset_fingerprint, 16 hex digits ("" when absent) */
+  char restart_changes[CKPT_CHANGES_MAX]; /* what restarts of its run changed, a line each ("" when none) */
   int global_size, local_size, local_crops_number;
   char arithmetic[160];   /* ops->arithmetic of the run that wrote it ("" when absent) */
 };
@@ -145,6 +149,7 @@ struct ckpt_state {
   struct ckpt_metrics metrics;
   int keep_prev;            /* keep the checkpoint.h5 being replaced as checkpoint.prev.h5 */
   const char *stopped_by;   /* why the run stops before its end (NULL: it does not) */
+  const char *restart_changes; /* what restarts changed on the way, a line each (NULL or "": none) */
 };
 
 /* Write the state to path.  Collective: every rank calls it, rank 0 writes (atomically) and the

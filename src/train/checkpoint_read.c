@@ -103,6 +103,7 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   optional(path, h5util_attr_read_i64(fid, "epochs", &info->epochs));
   optional(path, h5util_attr_read_i64(fid, "batch_size_per_rank", &info->batch_size_per_rank));
   geti(fid, path, "world_size", &info->world_size);
+  optional(path, h5util_attr_read_str(fid, "restart_changes", info->restart_changes, sizeof info->restart_changes));
   geti(fid, path, "global_size", &info->global_size);
   geti(fid, path, "local_size", &info->local_size);
   geti(fid, path, "local_crops_number", &info->local_crops_number);

@@ -120,12 +120,13 @@ static char **echo_keys(const char *echo, int *n) {
 }
 
 void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, const char *old_arith,
-                        const struct ops *ops) {
+                        const struct ops *ops, char *changes, size_t nchanges) {
   char *now = config_echo_text(cfg);
   int nkeys = 0, refused = 0;
   char **keys = echo_keys(now, &nkeys);
   char msg[4096] = "";
-  size_t used = 0;
+  size_t used = 0, cused = 0;
+  changes[0] = 0;
   for (int i = 0; i < nkeys; i++) {
     const int strict = matches(must_equal, sizeof must_equal / sizeof *must_equal, keys[i]);
     if (!strict && !matches(may_change, sizeof may_change / sizeof *may_change, keys[i])) continue;
@@ -142,6 +143,8 @@ void restart_check_deck(const char *ckpt, const char *old_echo, const struct con
     } else {
       log_warn("restart: %s = %s in the run that wrote %s, %s now: the run continues with the new value (not "
                "the uninterrupted run)", name, a, ckpt, b);
+      if (cused < nchanges)
+        cused += (size_t)snprintf(changes + cused, nchanges - cused, "%s%s %s -> %s", cused ? "; " : "", name, a, b);
     }
   }
   for (int i = 0; i < nkeys; i++) free(keys[i]);
@@ -155,6 +158,9 @@ void restart_check_deck(const char *ckpt, const char *old_echo, const struct con
    * kernels (another CPU type under a DYNAMIC_ARCH BLAS, another GPU or cuBLAS) round differently. */
   char arith[sizeof ((struct ckpt_info *)0)->arithmetic];
   ops->arithmetic(arith, sizeof arith);
+  if (old_arith[0] && strcmp(old_arith, arith) && cused < nchanges)
+    cused += (size_t)snprintf(changes + cused, nchanges - cused, "%sarithmetic \"%s\" -> \"%s\"", cused ? "; " : "",
+                              old_arith, arith);
   if (old_arith[0] && strcmp(old_arith, arith))
     log_warn("restart: the run that wrote %s computed on \"%s\", this one on \"%s\": other kernels round "
              "differently, so the run continues correctly but not bit-identical to an uninterrupted one",

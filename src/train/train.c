@@ -121,6 +121,27 @@ static void check_same_data(const struct trainer *t, const char *from, const str
               info->data_fingerprint, now);
 }
 
+/* The checkpoints keep what restarts changed: the record of the checkpoint continued from, and this
+ * restart's line when it changed something (its newest lines when the record is full). */
+static void record_changes(struct trainer *t, const struct ckpt_info *info, const char *changes) {
+  char line[1200] = "";
+  if (changes[0])
+    snprintf(line, sizeof line, "global step %lld: %s",
+             (long long)(info->epoch * (info->niter_per_epoch > 0 ? info->niter_per_epoch : 0) + info->iteration),
+             changes);
+  const char *old = info->restart_changes;
+  size_t need = strlen(old) + (old[0] && line[0] ? 1 : 0) + strlen(line);
+  while (need >= sizeof t->restart_changes && strchr(old, '\n')) { /* drop the oldest lines */
+    old = strchr(old, '\n') + 1;
+    need = strlen(old) + (old[0] && line[0] ? 1 : 0) + strlen(line);
+  }
+  const int n = snprintf(t->restart_changes, sizeof t->restart_changes, "%s%s%s", old, old[0] && line[0] ? "\n" : "",
+                         line);
+  if (n < 0 || (size_t)n >= sizeof t->restart_changes) /* one line longer than the record: its start kept */
+    t->restart_changes[sizeof t->restart_changes - 1] = 0;
+  t->ck.restart_changes = t->restart_changes;
+}
+
 /* Where this launch starts: a restart from run_dir/checkpoint.h5, init_from weights, or the seed.
  * Returns the first (epoch, iteration). */
 static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
@@ -137,8 +158,10 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
       /* Before anything is loaded: a deck that trains something else is refused at once. */
       checkpoint_read_info(from, &info);
       check_same_data(t, from, &info);
+      char changes[1024] = "";
       if (checkpoint_read_deck(from, old_echo, sizeof old_echo) == 0)
-        restart_check_deck(from, old_echo, cfg, info.arithmetic, t->ops);
+        restart_check_deck(from, old_echo, cfg, info.arithmetic, t->ops, changes, sizeof changes);
+      record_changes(t, &info, changes);
       checkpoint_restore(from, &t->ck, &info);
       snprintf(t->last_good, sizeof t->last_good, "%s", from);
       /* The unreadable checkpoint.h5 is replaced by the next save, not kept as the previous one. */

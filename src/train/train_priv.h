@@ -67,6 +67,7 @@ struct trainer {
   struct ckpt_state ck;
   char ckpt_path[PATH_MAX];
   char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
+  char restart_changes[CKPT_CHANGES_MAX]; /* what restarts changed on the way (checkpoint record) */
   int64_t launch_steps;      /* steps done by this launch (max_steps) */
   double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
   int nan_pending;           /* &debug: tensor whose gradient still gets a NaN this step; -1 none */
@@ -107,8 +108,9 @@ void train_memory_check(const struct trainer *t);
 /* restart_check.c: compare this deck with the echoed deck of the checkpoint a restart continues
  * from (old_echo), and this run's arithmetic (ops->arithmetic) with the checkpoint's (old_arith,
  * "" when unrecorded); refuse (exit 2) changed keys that define what is trained, warn about the
- * others that change the results. */
+ * others that change the results and list them in changes ("lr 0.05 -> 0.04; epochs 2 -> 3", ""
+ * when none; size nchanges) for the checkpoints' record. */
 void restart_check_deck(const char *ckpt, const char *old_echo, const struct config *cfg, const char *old_arith,
-                        const struct ops *ops);
+                        const struct ops *ops, char *changes, size_t nchanges);
 
 #endif

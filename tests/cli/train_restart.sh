@@ -84,11 +84,17 @@ expect_grep "warning: restart: epochs = 2 in the run that wrote rk/checkpoint.h5
 expect_grep "warning: restart: lr = 0.05 in the run that wrote rk/checkpoint.h5, 0.04 now"
 expect_nogrep "warning: restart: .*thread"
 expect_nogrep "warning: restart: .*computed on"
+nchecks=$((nchecks + 1))
+h5dump -a /restart_changes rk/checkpoint.h5 | grep -q 'global step 10: epochs 2 -> 3; lr 0.05 -> 0.04' ||
+  fail "rk/checkpoint.h5 does not record the changed keys: $(h5dump -a /restart_changes rk/checkpoint.h5 | grep '(0)')"
 h5dump -a /arithmetic rk/checkpoint.h5 | grep -q '"cpu: ' || fail "rk/checkpoint.h5 records no arithmetic"
 "$top_builddir/tests/hostile/h5edit" rk/checkpoint.h5 attr_str arithmetic "cpu: OpenBLAS 0.3.0 (Prescott kernels)" || exit 99
 train_deck rk epochs=3 batch_size_per_rank=4 lr=0.04 max_steps=1 restart=.true. >rk3.nml
 expect_exit 0 "$SCDINO" rk3.nml
 expect_grep "warning: restart: the run that wrote rk/checkpoint.h5 computed on \"cpu: OpenBLAS 0.3.0 \(Prescott kernels\)\", this one on \"cpu: "
+nchecks=$((nchecks + 1))
+[ "$(h5dump -a /restart_changes rk/checkpoint.h5 | grep -c 'global step 1[01]: ')" = 2 ] ||
+  fail "rk/checkpoint.h5 does not keep both restarts' changes: $(h5dump -a /restart_changes rk/checkpoint.h5)"
 
 # The data: another shard set of the same size (other pixels, so other statistics) is refused
 # before anything is loaded; a copy of the checkpoint's own set elsewhere continues (warned: shard_dir).
