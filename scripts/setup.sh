@@ -4,8 +4,9 @@
 #   scripts/setup.sh            build and demo dependencies
 #   scripts/setup.sh --tests    also what tests of make check need: tifffile (files as tifffile
 #                               writes them), PyTorch (export to and import from .pth), matplotlib
-#                               and scikit-learn (examples/plot_run.py), procps (pgrep) and
-#                               shellcheck (the Slurm scripts)
+#                               and scikit-learn (examples/plot_run.py), procps (pgrep),
+#                               shellcheck (the Slurm scripts), prometheus (promtool),
+#                               prometheus-node-exporter and curl (the metrics file)
 #   scripts/setup.sh --plots    also matplotlib and scikit-learn for examples/plot_run.py
 #   scripts/setup.sh --bench    also PyTorch for the CPU comparison benchmark
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
@@ -19,7 +20,7 @@ libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libtiff-dev libopenbla
 libpng-dev libfabric-dev python3 python3-h5py python3-numpy"
 for arg in "$@"; do
   case "$arg" in
-    --tests) pkgs="$pkgs python3-tifffile python3-torch python3-matplotlib python3-sklearn procps shellcheck" ;;
+    --tests) pkgs="$pkgs python3-tifffile python3-torch python3-matplotlib python3-sklearn procps shellcheck prometheus prometheus-node-exporter curl" ;;
     --plots) pkgs="$pkgs python3-matplotlib python3-sklearn" ;;
     --bench) pkgs="$pkgs python3-torch" ;;
     --fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;

@@ -163,6 +163,7 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
         restart_check_deck(from, old_echo, cfg, info.arithmetic, t->ops, changes, sizeof changes);
       record_changes(t, &info, changes);
       checkpoint_restore(from, &t->ck, &info);
+      t->last_ckpt_time = wtime();
       snprintf(t->last_good, sizeof t->last_good, "%s", from);
       /* The unreadable checkpoint.h5 is replaced by the next save, not kept as the previous one. */
       t->ck.keep_prev = !fell_back;
@@ -224,6 +225,7 @@ static void save(struct trainer *t, int64_t epoch_done) {
   }
   watchdog_progress("a checkpoint write", t->ck.epoch * t->niter + t->ck.iteration);
   checkpoint_save_many(paths, n, &t->ck);
+  t->last_ckpt_time = wtime();
   t->ck.keep_prev = 1;
   snprintf(t->last_good, sizeof t->last_good, "%s", t->ckpt_path);
   log_info("checkpoint %s%s%s (epoch %lld, iteration %lld)", t->ckpt_path, n > 1 ? " and " : "",
@@ -342,6 +344,14 @@ int train_run(const struct config *cfg) {
   if (t->rank == 0) {
     fs_mkdir_p(cfg->control.run_dir);
     checkpoint_remove_stale(cfg->control.run_dir);
+    /* The metrics file's folder is the exporter's: it must be there already. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->system.metrics_file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    if (cfg->system.metrics_file[0] && slash && dir[0] && !fs_is_dir(dir))
+      scd_fatal(SCD_EXIT_INPUT, "&system metrics_file = '%s': the folder %s does not exist", cfg->system.metrics_file,
+                dir);
   }
   t->ops = backend_select(cfg);
   setup_data(t);

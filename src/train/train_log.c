@@ -96,6 +96,7 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
    * for in the all-reduce (their comm time is its lateness), shows here (&control verbosity = 3). */
   log_debug("train: global step %lld: %lld steps in %.3f s since the last line: waiting for data %.3f s, in "
             "communication %.3f s", (long long)step, (long long)w->steps, dt, w->data_s, w->comm_s);
+  train_metrics_write(t, epoch, step, loss, r);
   memset(w, 0, sizeof *w);
   w->t0 = now;
 }

@@ -68,6 +68,7 @@ struct trainer {
   char ckpt_path[PATH_MAX];
   char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
   char restart_changes[CKPT_CHANGES_MAX]; /* what restarts changed on the way (checkpoint record) */
+  double last_ckpt_time;    /* wtime() of the newest checkpoint written or restored (0: none) */
   int64_t launch_steps;      /* steps done by this launch (max_steps) */
   double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
   int nan_pending;           /* &debug: tensor whose gradient still gets a NaN this step; -1 none */
@@ -99,6 +100,12 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
 /* End of an epoch: "Averaged stats" line and a JSON line in run_dir/log.txt (rewritten atomically,
  * lines of later epochs from an abandoned run dropped). */
 void train_log_epoch(const struct trainer *t, int64_t epoch);
+
+/* train_metrics.c: with &system metrics_file set, every rank gives its memory and rank 0 rewrites
+ * the file (Prometheus text format): epoch, step, loss, lr, wd, images/s, data / compute / exposed
+ * comm seconds per step, memory per rank (and GPU), checkpoint age.  Collective; called with each
+ * progress line, before the window is reset. */
+void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double loss, const struct step_result *r);
 
 /* train_memory.c: the memory the run needs per rank (loader, schedules, model, activations; the
  * device's apart on a GPU) against &system memory_per_rank and the GPU's memory; over it, the job
