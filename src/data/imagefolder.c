@@ -10,8 +10,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "core/hash.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/watchdog.h"
 #include "data/imagefolder.h"
@@ -198,6 +198,61 @@ void imagefolder_free(struct imagefolder *f) {
   free(f->paths);
   free(f->labels);
   memset(f, 0, sizeof *f);
+}
+
+/* The path component `depth` folders above the file (0: its folder) as [start, start+len) of p, or
+ * -1 when the path has fewer folders. */
+static int component_above(const char *p, int depth, size_t *start, size_t *len) {
+  const char *end = strrchr(p, '/'); /* the end of the file's folder */
+  for (int d = 0; d < depth && end; d++) {
+    const char *prev = end;
+    while (prev > p && prev[-1] != '/') prev--; /* the folder's first character */
+    end = prev > p ? prev - 1 : NULL;
+  }
+  if (!end) return -1;
+  const char *b = end;
+  while (b > p && b[-1] != '/') b--;
+  *start = (size_t)(b - p);
+  *len = (size_t)(end - b);
+  return 0;
+}
+
+int imagefolder_relabel(struct imagefolder *f, int depth, char *why, size_t n) {
+  char **names = xcalloc((size_t)f->n + 1, sizeof *names);
+  for (int64_t i = 0; i < f->n; i++) {
+    size_t s, len;
+    if (component_above(f->paths[i], depth, &s, &len) != 0) {
+      snprintf(why, n, "%s has %s folder(s) above it under the root, fewer than folder_depth_for_labels + 1 = %d",
+               f->paths[i], depth == 0 ? "no" : "too few", depth + 1);
+      for (int64_t k = 0; k < i; k++) free(names[k]);
+      free(names);
+      return -1;
+    }
+    names[i] = xmalloc(len + 1);
+    memcpy(names[i], f->paths[i] + s, len);
+    names[i][len] = 0;
+  }
+  /* The classes: the distinct names, sorted as ImageFolder sorts its folders. */
+  char **sorted = xmalloc(((size_t)f->n + 1) * sizeof *sorted);
+  memcpy(sorted, names, (size_t)f->n * sizeof *sorted);
+  qsort(sorted, (size_t)f->n, sizeof *sorted, cmp_str);
+  int nc = 0;
+  for (int64_t i = 0; i < f->n; i++)
+    if (i == 0 || strcmp(sorted[i], sorted[i - 1])) sorted[nc++] = sorted[i];
+  for (int c = 0; c < f->nclasses; c++) free(f->classes[c]);
+  free(f->classes);
+  f->classes = xmalloc((size_t)(nc > 0 ? nc : 1) * sizeof *f->classes);
+  for (int c = 0; c < nc; c++) f->classes[c] = xstrdup(sorted[c]);
+  f->nclasses = nc;
+  for (int64_t i = 0; i < f->n; i++) {
+    char **hit = bsearch(&names[i], f->classes, (size_t)nc, sizeof *f->classes, cmp_str);
+    SCD_ASSERT(hit);
+    f->labels[i] = (int32_t)(hit - f->classes);
+    free(names[i]);
+  }
+  free(names);
+  free(sorted);
+  return 0;
 }
 
 uint64_t imagefolder_hash(const struct imagefolder *f) {

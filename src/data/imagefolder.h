@@ -25,6 +25,11 @@ struct imagefolder {
  * job (SCD_EXIT_DATA) with the folder named. */
 void imagefolder_scan(const char *root, struct imagefolder *f);
 void imagefolder_free(struct imagefolder *f);
+/* Classes from another folder level (&data folder_depth_for_labels = depth >= 0): each file's
+ * class becomes the folder depth levels above it (0: its own folder), the classes the sorted
+ * distinct names; the file order stays ImageFolder's.  A file with fewer folders above it under the
+ * root returns -1 with why (size n) naming it. */
+int imagefolder_relabel(struct imagefolder *f, int depth, char *why, size_t n);
 /* FNV-1a 64 over class names and relative paths: "is this the same file list?" */
 uint64_t imagefolder_hash(const struct imagefolder *f);
 /* Flatten to one buffer and back, for broadcasting from rank 0. */

@@ -248,6 +248,9 @@ static int check_existing(const struct config *cfg, const char *dir, const struc
   if (s.file_list_hash != hash || s.source_count != f->n)
     snprintf(diff, sizeof diff, "it was made from another file list (%lld files, now %lld)", (long long)s.source_count,
              (long long)f->n);
+  else if (s.label_depth != cfg->data.folder_depth_for_labels)
+    snprintf(diff, sizeof diff, "folder_depth_for_labels was %d, now %ld", s.label_depth,
+             cfg->data.folder_depth_for_labels);
   else if (s.center_crop != cfg->data.center_crop)
     snprintf(diff, sizeof diff, "center_crop was %d, now %ld", s.center_crop, cfg->data.center_crop);
   else if (s.stats_fraction != cfg->data.stats_fraction || s.stats_seed != cfg->data.stats_seed)
@@ -353,8 +356,16 @@ int prepare_run(const struct config *cfg) {
       scd_fatal(SCD_EXIT_DATA, "&data tiff_dir '%s': %s", cfg->data.tiff_dir, strerror(errno));
     log_info("prepare: scanning %s", root);
     imagefolder_scan(root, &f);
-    hash = imagefolder_hash(&f);
+    hash = imagefolder_hash(&f); /* the file list as found: the classes below do not change it */
     log_info("prepare: %lld TIFF files in %d classes", (long long)f.n, f.nclasses);
+    const int depth = (int)cfg->data.folder_depth_for_labels;
+    if (depth >= 0) {
+      char why[PATH_MAX + 128];
+      if (imagefolder_relabel(&f, depth, why, sizeof why) != 0)
+        scd_fatal(SCD_EXIT_INPUT, "&data folder_depth_for_labels = %d: %s/%s", depth, root, why);
+      log_info("prepare: classes from the folder %d level(s) above each file (folder_depth_for_labels): %d classes",
+               depth, f.nclasses);
+    }
     if (f.n_other > 0)
       log_warn("%lld non-TIFF image file(s) ignored (e.g. %s); scDINO's ImageFolder would list them and then "
                "fail to read them", (long long)f.n_other, f.other_example);
@@ -652,6 +663,7 @@ int prepare_run(const struct config *cfg) {
         .tiff_dir = root, .center_crop = crop,
         .stats_fraction = cfg->data.stats_fraction, .stats_seed = cfg->data.stats_seed,
         .source_dtype = tiff_sample_name(ref.sample), .file_list_hash = hash,
+        .label_depth = (int)cfg->data.folder_depth_for_labels,
     };
     manifest_write(dir, &m);
     progress_end(&prog);

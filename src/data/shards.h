@@ -120,6 +120,7 @@ struct manifest_info {
   int64_t stats_seed;
   const char *source_dtype;         /* TIFF sample type of the first image ("uint8", ...) */
   uint64_t file_list_hash;          /* FNV-1a over the relative paths of all source files */
+  int label_depth;                  /* &data folder_depth_for_labels the classes came from (-1: first level) */
 };
 
 /* Write shard_dir/manifest.h5 atomically. */
@@ -131,6 +132,7 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m);
 struct manifest_settings {
   int64_t source_count, count;
   uint64_t file_list_hash;
+  int label_depth; /* -1 when the manifest does not say (made before the key existed) */
   int center_crop;
   double stats_fraction;
   int64_t stats_seed;

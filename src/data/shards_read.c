@@ -537,6 +537,9 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     snprintf(why, n, "%s has count %lld and source_count %lld", mf, (long long)s->count, (long long)s->source_count);
   } else {
     s->file_list_hash = strtoull(buf, NULL, 16);
+    int64_t depth = -1;
+    if (h5util_attr_read_i64(f, "folder_depth_for_labels", &depth) != H5UTIL_OK) depth = -1;
+    s->label_depth = (int)depth;
     s->center_crop = (int)crop;
     s->channels = (int)ch;
     s->nskipped = s->source_count - s->count;

@@ -224,6 +224,7 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   char hash[32];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->file_list_hash);
   h5util_attr_write_str(f, "file_list_hash", hash);
+  h5util_attr_write_i64(f, "folder_depth_for_labels", m->label_depth);
   h5util_attr_write_str(f, "creator", PACKAGE_STRING);
 
   dset_strs(f, "class_names", m->nclasses, m->class_names);
