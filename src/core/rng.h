@@ -23,7 +23,7 @@
 /* Independent users of randomness; each gets its own family of streams. */
 enum rng_domain {
   RNG_DOMAIN_AUGMENT = 1,  /* id0 = epoch, id1 = sample index * AUGMENT_CROP_SLOTS + crop number */
-  RNG_DOMAIN_SAMPLER = 2,  /* id0 = epoch, id1 = 0: the per-epoch permutation */
+  RNG_DOMAIN_SAMPLER = 2,  /* id0 = epoch, id1 = 0: the per-epoch permutation; 1: the balanced draws */
   RNG_DOMAIN_DROPPATH = 3, /* id0 = global step, id1 = caller-defined (block, branch) */
   RNG_DOMAIN_INIT = 4,     /* id0 = tensor number, id1 = 0 */
   RNG_DOMAIN_KNN = 5,      /* evaluation-time sampling */

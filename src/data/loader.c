@@ -146,6 +146,12 @@ struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds
                mean, std);
   l->batch_size = (int)cfg->training.batch_size_per_rank;
   l->sampler = sampler_create(train_idx, n_train, (uint64_t)cfg->control.seed, rank, world, l->batch_size);
+  if (!strcmp(cfg->training.sampler, "balanced")) {
+    int32_t *lab = xmalloc(MUL_SIZE(sizeof(int32_t), (size_t)n_train));
+    for (int64_t i = 0; i < n_train; i++) lab[i] = dataset_label(ds, train_idx[i]);
+    sampler_set_balanced(l->sampler, lab, dataset_nclasses(ds));
+    free(lab);
+  }
   l->image_bytes = dataset_image_bytes(ds);
 
   const struct augment *a = &l->aug;

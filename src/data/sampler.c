@@ -28,6 +28,7 @@ struct sampler *sampler_create(const int64_t *train_idx, int64_t n_train, uint64
 
 void sampler_destroy(struct sampler *s) {
   if (!s) return;
+  free(s->labels);
   free(s->train_idx);
   free(s->mine);
   free(s);
@@ -46,10 +47,47 @@ void sampler_permutation(const int64_t *train_idx, int64_t n_train, uint64_t see
   }
 }
 
+void sampler_set_balanced(struct sampler *s, const int32_t *labels, int nclasses) {
+  SCD_ASSERT(nclasses >= 1 && s->epoch < 0);
+  s->labels = xmalloc(MUL_SIZE(sizeof(int32_t), (size_t)s->n_train));
+  memcpy(s->labels, labels, sizeof(int32_t) * (size_t)s->n_train);
+  for (int64_t i = 0; i < s->n_train; i++) SCD_ASSERT(labels[i] >= 0 && labels[i] < nclasses);
+  s->nclasses = nclasses;
+}
+
+void sampler_balanced(const int64_t *train_idx, const int32_t *labels, int64_t n_train, int nclasses, uint64_t seed,
+                      int64_t epoch, int64_t *out) {
+  /* The members of each class, in training-split order: start[c] .. start[c+1] of by_class. */
+  int64_t *start = xcalloc((size_t)nclasses + 1, sizeof *start), *fill = xcalloc((size_t)nclasses, sizeof *fill);
+  int64_t *by_class = xmalloc(MUL_SIZE(sizeof(int64_t), (size_t)n_train));
+  int *present = xmalloc(sizeof(int) * (size_t)nclasses);
+  for (int64_t i = 0; i < n_train; i++) start[labels[i] + 1]++;
+  int np = 0;
+  for (int c = 0; c < nclasses; c++) {
+    if (start[c + 1] > 0) present[np++] = c;
+    start[c + 1] += start[c];
+  }
+  for (int64_t i = 0; i < n_train; i++) by_class[start[labels[i]] + fill[labels[i]]++] = train_idx[i];
+  /* id1 = 1: a stream of its own beside the permutation's (id1 = 0). */
+  struct rng r;
+  rng_init(&r, seed, RNG_DOMAIN_SAMPLER, (uint64_t)epoch, 1);
+  for (int64_t i = 0; i < n_train; i++) {
+    const int c = present[rng_below(&r, (uint64_t)np)];
+    out[i] = by_class[start[c] + (int64_t)rng_below(&r, (uint64_t)(start[c + 1] - start[c]))];
+  }
+  free(start);
+  free(fill);
+  free(by_class);
+  free(present);
+}
+
 void sampler_set_epoch(struct sampler *s, int64_t epoch) {
   if (s->epoch == epoch) return;
   int64_t *perm = xmalloc(MUL_SIZE(sizeof(int64_t), (size_t)s->n_train));
-  sampler_permutation(s->train_idx, s->n_train, s->seed, epoch, perm);
+  if (s->labels)
+    sampler_balanced(s->train_idx, s->labels, s->n_train, s->nclasses, s->seed, epoch, perm);
+  else
+    sampler_permutation(s->train_idx, s->n_train, s->seed, epoch, perm);
   /* Position p of the padded list is perm[p mod n] (the head repeats, as often as needed). */
   for (int64_t k = 0; k < s->num_samples; k++) {
     const int64_t p = s->rank + k * (int64_t)s->world;

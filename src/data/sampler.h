@@ -14,6 +14,8 @@
 
 struct sampler {
   int64_t n_train;    /* size of the training split */
+  int32_t *labels;    /* balanced mode: the class of each training position (NULL: uniform) */
+  int nclasses;
   int64_t *train_idx; /* copy of the split's global indices */
   uint64_t seed;
   int rank, world;
@@ -28,6 +30,13 @@ struct sampler *sampler_create(const int64_t *train_idx, int64_t n_train, uint64
                                int world, int64_t batch_size);
 void sampler_destroy(struct sampler *s);
 
+/* Class-balanced epochs (&training sampler = 'balanced'): labels[i] is the class (0 .. nclasses-1)
+ * of train_idx[i]; copied.  Call before the first sampler_set_epoch. */
+void sampler_set_balanced(struct sampler *s, const int32_t *labels, int nclasses);
+/* The balanced list of an epoch: n_train draws, each a class uniformly among those present, then
+ * one of its images uniformly (with replacement), from the seed and the epoch alone. */
+void sampler_balanced(const int64_t *train_idx, const int32_t *labels, int64_t n_train, int nclasses, uint64_t seed,
+                      int64_t epoch, int64_t *out);
 /* Compute this rank's list for an epoch (cheap to call again for the same epoch). */
 void sampler_set_epoch(struct sampler *s, int64_t epoch);
 /* The whole permuted training list of an epoch (n_train entries, before padding). */

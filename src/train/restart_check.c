@@ -32,7 +32,7 @@ static const char *const must_equal[] = {
     "control.seed",         "data.train_fraction",    "data.split_seed",
     "crops.*",              "training.student_temp",  "training.teacher_temp",
     "training.warmup_teacher_temp", "training.warmup_teacher_temp_epochs", "training.center_momentum",
-    "training.precision",
+    "training.precision",   "training.sampler",
 };
 static const char *const may_change[] = {
     "training.epochs",        "training.lr",           "training.min_lr",          "training.warmup_epochs",

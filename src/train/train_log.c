@@ -52,6 +52,9 @@ void train_log_setup(const struct trainer *t) {
            cfg->crops.global_size, cfg->crops.global_scale[0], cfg->crops.global_scale[1],
            cfg->crops.local_crops_number, cfg->crops.local_size, cfg->crops.local_scale[0],
            cfg->crops.local_scale[1], cfg->crops.augment ? "on" : "off (deterministic crops)");
+  if (!strcmp(cfg->training.sampler, "balanced"))
+    log_info("train: sampler balanced: each of the %lld draws of an epoch takes a class uniformly, then one of its "
+             "images (with replacement)", (long long)t->split.n_train);
   log_info("train: batch %lld per rank x %d rank%s = %lld per step; %lld iterations per epoch, "
            "%lld epochs, %lld steps",
            (long long)t->B, t->world, t->world > 1 ? "s" : "", (long long)(t->B * t->world),

@@ -75,6 +75,66 @@ static void check_epoch(const int64_t *idx, int64_t n, int world, int B, uint64_
   free(perm);
 }
 
+/* Class-balanced epochs: 3 classes of 80, 15 and 5 images.  Each draw is an image of the split;
+ * over many epochs the classes come up a third of the time each and every image of a class about
+ * equally often; the list follows from (seed, epoch) alone; ranks take the same global list as in
+ * uniform mode (so the rank count does not change which images an epoch trains on). */
+static void test_balanced(void) {
+  const int64_t n = 100;
+  int64_t *idx = make_split(n);
+  int32_t lab[100];
+  for (int64_t i = 0; i < n; i++) lab[i] = i < 80 ? 0 : i < 95 ? 1 : 2;
+  int64_t *out = malloc(sizeof(int64_t) * n), *again = malloc(sizeof(int64_t) * n);
+  double per_class[3] = {0, 0, 0}, small[5] = {0};
+  const int epochs = 600;
+  for (int e = 0; e < epochs; e++) {
+    sampler_balanced(idx, lab, n, 3, 40, e, out);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t pos = -1;
+      for (int64_t j = 0; j < n; j++)
+        if (idx[j] == out[i]) pos = j;
+      T_CHECK(pos >= 0, "epoch %d draw %lld: %lld is not in the split", e, (long long)i, (long long)out[i]);
+      if (pos < 0) break;
+      per_class[lab[pos]] += 1;
+      if (pos >= 95) small[pos - 95] += 1;
+    }
+  }
+  /* 60,000 draws: a third each is 20,000 (binomial sd about 115); class 2's 5 images 4,000 each (sd 60). */
+  T_NEAR(per_class[0], 20000, 600, "draws of class 0");
+  T_NEAR(per_class[1], 20000, 600, "draws of class 1");
+  T_NEAR(per_class[2], 20000, 600, "draws of class 2");
+  for (int k = 0; k < 5; k++) T_NEAR(small[k], 4000, 350, "draws of an image of the smallest class");
+  sampler_balanced(idx, lab, n, 3, 40, 7, out);
+  sampler_balanced(idx, lab, n, 3, 40, 7, again);
+  T_CHECK(!memcmp(out, again, sizeof(int64_t) * n), "balanced epoch 7 not reproduced");
+  sampler_balanced(idx, lab, n, 3, 41, 7, again);
+  T_CHECK(memcmp(out, again, sizeof(int64_t) * n) != 0, "another seed gave the same balanced epoch");
+  /* Ranks: rank r takes positions r, r + world, ... of the epoch's list, as in uniform mode. */
+  for (int world = 1; world <= 3; world++)
+    for (int r = 0; r < world; r++) {
+      struct sampler *s = sampler_create(idx, n, 40, r, world, 4);
+      sampler_set_balanced(s, lab, 3);
+      sampler_set_epoch(s, 7);
+      const int64_t per_rank = (n + world - 1) / world;
+      for (int64_t k = 0; k < per_rank; k++) {
+        int count;
+        const int64_t *b = sampler_batch(s, k / 4, &count);
+        T_CHECK(b[k % 4] == out[(r + k * world) % n], "world %d rank %d position %lld", world, r, (long long)k);
+      }
+      sampler_destroy(s);
+    }
+  /* A class with no training image is never drawn (labels 0 and 2 only). */
+  for (int64_t i = 0; i < n; i++) lab[i] = i < 50 ? 0 : 2;
+  sampler_balanced(idx, lab, n, 3, 40, 3, out);
+  int from0 = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < 50; j++) from0 += out[i] == idx[j];
+  T_NEAR(from0, 50, 20, "draws of class 0 with class 1 empty");
+  free(out);
+  free(again);
+  free(idx);
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
   static const int64_t sizes[] = {1, 2, 7, 10, 31, 100, 1001};
@@ -126,5 +186,6 @@ int main(int argc, char **argv) {
   free(p1);
   free(p2);
   free(p3);
+  test_balanced();
   return t_finish();
 }
