@@ -64,6 +64,33 @@ static int64_t *choose_images(const struct config *cfg, const struct dataset *ds
   return out;
 }
 
+struct ranked {
+  float v;
+  int j;
+};
+static int cmp_ranked(const void *a, const void *b) {
+  const struct ranked *x = a, *y = b;
+  if (x->v != y->v) return x->v < y->v ? -1 : 1;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
+void attention_mask(const float *map, int np, double threshold, uint8_t *mask) {
+  struct ranked *r = xmalloc(sizeof *r * (size_t)np);
+  double sum = 0;
+  for (int j = 0; j < np; j++) {
+    r[j].v = map[j];
+    r[j].j = j;
+    sum += map[j];
+  }
+  qsort(r, (size_t)np, sizeof *r, cmp_ranked);
+  double cum = 0;
+  for (int k = 0; k < np; k++) {
+    cum += sum > 0 ? r[k].v / sum : 1.0 / np;
+    mask[r[k].j] = cum > 1.0 - threshold;
+  }
+  free(r);
+}
+
 /* This rank's share of the images through the network at one size, then gathered on rank 0. */
 static void compute_size(const struct features_net *net, struct dataset *ds, const int64_t *idx, int64_t n,
                          struct attention_size *z) {
@@ -136,6 +163,11 @@ static void compute_size(const struct features_net *net, struct dataset *ds, con
   features_gather_rows(z->maps, z->maps, n, 1, map_row * sizeof(float), 0);
   features_gather_rows(z->cls, z->cls, n, 1, (size_t)heads * sizeof(float), 0);
   features_gather_rows(z->imgs, z->imgs, n, 1, img_row * sizeof(float), 0);
+  if (rank == 0 && z->threshold > 0) {
+    z->masks = xmalloc(MUL_SIZE((size_t)n, map_row));
+    for (size_t k = 0; k < (size_t)n * heads; k++)
+      attention_mask(z->maps + k * Np, Np, z->threshold, z->masks + k * Np);
+  }
 }
 
 int attention_run(const struct config *cfg) {
@@ -154,6 +186,7 @@ int attention_run(const struct config *cfg) {
   for (int s = 0; s < 2; s++) {
     if (s == 1 && sizes[1] == sizes[0]) break;
     sz[nsizes].size = sizes[s];
+    sz[nsizes].threshold = cfg->attention.threshold;
     features_prep_init(&sz[nsizes].prep, cfg, ds, sizes[s] == native ? 0 : sizes[s], cfg->features.normalize);
     nsizes++;
   }
@@ -184,6 +217,7 @@ int attention_run(const struct config *cfg) {
     free(sz[s].maps);
     free(sz[s].cls);
     free(sz[s].imgs);
+    free(sz[s].masks);
     features_prep_free(&sz[s].prep);
   }
   free(idx);

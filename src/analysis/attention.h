@@ -17,13 +17,18 @@
  *   size_<S>/cls_attention  float32 [n, heads]          the CLS query's attention to itself: the raw
  *                                                      softmax row is maps * (1 - cls_attention)
  *   size_<S>/images         float32 [n, nsel, h, w]     the network input (h = gh p, w = gw p)
+ *   size_<S>/masks          uint8 [n, heads, gh, gw]    with attention.threshold > 0: 1 where the
+ *                                                      patch is among those holding that share of
+ *                                                      the head's mass (attention_mask)
  *   attributes: format, version, checkpoint, checkpoint_key, epoch, patch_size, heads, seed,
- *   sizes (int64 [nsizes]); each size_<S> group: size, height, width, grid_h, grid_w.
+ *   sizes (int64 [nsizes]), threshold (0: no masks); each size_<S> group: size, height, width,
+ *   grid_h, grid_w.
  * Upstream saves the raw softmax row; a per-head colour map (min to max) is the same either way.
  *
  * PNG images (libpng), upstream's tree under run_dir/attention/<class>/<file>/image_size_<S>/:
  *   attn-head<j>.png   the map of head j, min-max colour-mapped (viridis, as matplotlib's imsave
- *                      default), upsampled nearest-neighbour by the patch size to h x w
+ *                      default), upsampled nearest-neighbour by the patch size to h x w; with
+ *                      masks, the mask's outline drawn in white
  *   channel_<name>.png each input channel as a grey image, min-max scaled (upstream writes
  *                      original_img_channel_<name>.png once per image, next to the size folders). */
 #ifndef SCDINO_ATTENTION_H
@@ -45,12 +50,20 @@ struct dataset;
 /* One of the two image sizes and everything computed at it (rows gathered on rank 0). */
 struct attention_size {
   int size;                  /* smaller edge after the resize */
+  double threshold;          /* attention.threshold (0: no masks) */
   struct features_prep prep;
   int gh, gw, h, w;          /* patch grid and the cropped image it covers */
   float *maps;               /* [n][heads][gh*gw] */
   float *cls;                /* [n][heads] */
   float *imgs;               /* [n][nsel][h][w] */
+  uint8_t *masks;            /* [n][heads][gh*gw] (attention.threshold > 0; rank 0), else NULL */
 };
+
+/* The mask of one map (np patches) keeping `threshold` of its mass, as upstream DINO's
+ * visualize_attention: weights sorted ascending (ties by patch order) and normalised to sum 1,
+ * a patch kept where the cumulative sum up to it exceeds 1 - threshold: the largest patches that
+ * hold that share (a little more: the patch that crosses it is kept). */
+void attention_mask(const float *map, int np, double threshold, uint8_t *mask);
 
 /* ---- attention_out.c (rank 0) ---------------------------------------------------------------- */
 
@@ -71,8 +84,9 @@ void attention_colormap(double t, unsigned char rgb[3]);
 /* Write a 8-bit PNG atomically: channels 1 (grey) or 3 (RGB), rows of w * channels bytes. */
 void attention_png_write(const char *path, const unsigned char *pix, int w, int h, int channels);
 /* map [gh][gw] -> RGB PNG of (gh p) x (gw p): min-max colour-mapped, each value a p x p block
- * (a constant map is drawn at the colour of 0). */
-void attention_png_map(const char *path, const float *map, int gh, int gw, int p);
+ * (a constant map is drawn at the colour of 0); mask (may be NULL): the pixels of kept patches
+ * that touch a patch left out or the image's edge are white (the mask's outline). */
+void attention_png_map(const char *path, const float *map, const uint8_t *mask, int gh, int gw, int p);
 /* img [h][w] -> grey PNG, min-max scaled to 0..255 (a constant image is black). */
 void attention_png_gray(const char *path, const float *img, int h, int w);
 

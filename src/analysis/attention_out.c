@@ -29,6 +29,7 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
   int64_t sizes[2];
   for (int s = 0; s < nsizes; s++) sizes[s] = sz[s].size;
   h5util_attr_write(f, "sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)nsizes, sizes);
+  h5util_attr_write_f64(f, "threshold", sz[0].threshold);
   h5util_attr_write_str(f, "maps",
                         "CLS-query attention of the last block over the patches, per head, renormalised to sum 1; "
                         "raw softmax = maps * (1 - cls_attention)");
@@ -74,6 +75,7 @@ void attention_write_h5(const char *path, struct dataset *ds, const struct featu
     h5util_dset_write(g, "maps", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, dm, z->maps);
     h5util_dset_write(g, "cls_attention", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dc, z->cls);
     h5util_dset_write(g, "images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, di, z->imgs);
+    if (z->masks) h5util_dset_write(g, "masks", H5T_STD_U8LE, H5T_NATIVE_UINT8, 4, dm, z->masks);
     CHECK_H5(H5Gclose(g));
   }
   h5util_image_save(f, &img, "attention file", path);
@@ -129,7 +131,8 @@ void attention_write_pngs(const char *run_dir, struct dataset *ds, const struct 
       const size_t np = (size_t)z->gh * z->gw, hw = (size_t)z->h * z->w;
       for (int hd = 0; hd < heads; hd++) {
         snprintf(file, sizeof file, "%s/attn-head%d.png", dir, hd);
-        attention_png_map(file, z->maps + ((size_t)i * heads + hd) * np, z->gh, z->gw, p);
+        const size_t k = ((size_t)i * heads + hd) * np;
+        attention_png_map(file, z->maps + k, z->masks ? z->masks + k : NULL, z->gh, z->gw, p);
       }
       for (int c = 0; c < C; c++) {
         safe_name(dataset_channel_name(ds, z->prep.sel[c]), tmp, sizeof tmp);

@@ -91,7 +91,12 @@ static void range_f32(const float *x, size_t n, double *lo, double *hi) {
   }
 }
 
-void attention_png_map(const char *path, const float *map, int gh, int gw, int p) {
+/* Whether patch (gy, gx) is outside the grid or left out of the mask. */
+static int outside(const uint8_t *mask, int gh, int gw, int gy, int gx) {
+  return gy < 0 || gx < 0 || gy >= gh || gx >= gw || !mask[(size_t)gy * gw + gx];
+}
+
+void attention_png_map(const char *path, const float *map, const uint8_t *mask, int gh, int gw, int p) {
   double lo, hi;
   range_f32(map, (size_t)gh * gw, &lo, &hi);
   const double scale = hi > lo ? 1.0 / (hi - lo) : 0.0;
@@ -100,6 +105,16 @@ void attention_png_map(const char *path, const float *map, int gh, int gw, int p
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++)
       attention_colormap((map[(size_t)(y / p) * gw + x / p] - lo) * scale, pix + ((size_t)y * w + x) * 3);
+  if (mask) /* the outline: kept pixels with a 4-neighbour in a left-out patch or off the image */
+    for (int y = 0; y < h; y++)
+      for (int x = 0; x < w; x++) {
+        if (!mask[(size_t)(y / p) * gw + x / p]) continue;
+        const int edge = (y == 0 || outside(mask, gh, gw, (y - 1) / p, x / p)) ||
+                         (y == h - 1 || outside(mask, gh, gw, (y + 1) / p, x / p)) ||
+                         (x == 0 || outside(mask, gh, gw, y / p, (x - 1) / p)) ||
+                         (x == w - 1 || outside(mask, gh, gw, y / p, (x + 1) / p));
+        if (edge) memset(pix + ((size_t)y * w + x) * 3, 255, 3);
+      }
   attention_png_write(path, pix, w, h, 3);
   free(pix);
 }

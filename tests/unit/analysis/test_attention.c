@@ -16,6 +16,7 @@
 #include "analysis/features.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "data/shards.h"
 #include "data/split.h"
 #include "input/config.h"
@@ -224,6 +225,40 @@ static void check_size(const char *file, const char *run, const struct config *c
   free(imgs);
 }
 
+/* Masks as upstream DINO's --threshold: a worked example, then the defining property on random maps
+ * (the kept patches hold at least the threshold; without their smallest one, less). */
+static void test_mask(void) {
+  const float m[4] = {0.1f, 0.4f, 0.2f, 0.3f};
+  uint8_t k[4];
+  attention_mask(m, 4, 0.6, k); /* ascending 0.1 0.2 0.3 0.4: cumulative 0.1 0.3 0.6 1.0 > 0.4 */
+  T_CHECK(!k[0] && k[1] && !k[2] && k[3], "threshold 0.6: %d%d%d%d, want 0101", k[0], k[1], k[2], k[3]);
+  attention_mask(m, 4, 0.35, k); /* > 0.65: only 0.4 */
+  T_CHECK(!k[0] && k[1] && !k[2] && !k[3], "threshold 0.35: %d%d%d%d, want 0100", k[0], k[1], k[2], k[3]);
+  attention_mask(m, 4, 1.0, k);
+  T_CHECK(k[0] && k[1] && k[2] && k[3], "threshold 1 keeps every patch");
+  const float eq[3] = {0.25f, 0.5f, 0.25f}; /* a tie: the earlier patch sorts first, so goes first */
+  attention_mask(eq, 3, 0.7, k);          /* cumulative 0.25 (patch 0), 0.5 (patch 2), 1.0 > 0.3 */
+  T_CHECK(!k[0] && k[1] && k[2], "tie: %d%d%d, want 011", k[0], k[1], k[2]);
+  struct rng r;
+  rng_init(&r, 3, RNG_DOMAIN_TEST, 7, 0);
+  for (int t = 0; t < 200; t++) {
+    float map[50];
+    uint8_t mask[50];
+    double sum = 0;
+    for (int j = 0; j < 50; j++) sum += map[j] = (float)(rng_uniform(&r) * rng_uniform(&r));
+    const double th = 0.05 + 0.9 * rng_uniform(&r);
+    attention_mask(map, 50, th, mask);
+    double kept = 0, smallest = 1e30;
+    for (int j = 0; j < 50; j++)
+      if (mask[j]) {
+        kept += map[j] / sum;
+        if (map[j] / sum < smallest) smallest = map[j] / sum;
+      }
+    T_CHECK(kept >= th - 1e-6 && kept - smallest < th + 1e-6, "map %d, threshold %.3f: kept %.4f, smallest %.4f", t, th,
+            kept, smallest);
+  }
+}
+
 static void test_attention_run(const char *dir) {
   char shards[512], run[512], ckpt[800], file[1000];
   snprintf(shards, sizeof shards, "%s/shards", dir);
@@ -276,10 +311,60 @@ static void test_attention_run(const char *dir) {
     features_prep_free(&prep);
   }
 
-  /* The same seed draws the same images; the choice is a function of the seed only. */
+  /* The same seed draws the same images; the choice is a function of the seed only.  This run also
+   * draws masks (threshold 0.6): each the mask of its stored map, outlined in white on the PNG. */
+  cfg.attention.threshold = 0.6;
   T_CHECK(attention_run(&cfg) == 0, "attention_run (again) failed");
   double *index2 = t_h5_read_f64(file, "/index", &n);
   T_CHECK(n == 6 && !memcmp(index, index2, sizeof(double) * 6), "a second run chose other images");
+  size_t nmask = 0, nmap = 0;
+  double *masks = t_h5_read_f64(file, "/size_32/masks", &nmask);
+  float *maps = t_h5_read_f32(file, "/size_32/maps", &nmap, NULL, NULL);
+  T_CHECK(masks && maps && nmask == nmap && nmap % 18 == 0, "size_32/masks: %zu values, maps %zu", nmask, nmap);
+  if (masks && maps && nmask == nmap && nmap % 18 == 0) {
+    const int np = (int)(nmap / 18);
+    uint8_t *want = malloc((size_t)np);
+    int bad = 0, kept = 0;
+    for (int k = 0; k < 18; k++) {
+      attention_mask(maps + (size_t)k * np, np, 0.6, want);
+      for (int j = 0; j < np; j++) {
+        bad += (masks[(size_t)k * np + j] != 0) != (want[j] != 0);
+        kept += want[j] != 0;
+      }
+    }
+    T_CHECK(bad == 0 && kept > 0 && kept < 18 * np, "masks: %d differ from attention_mask, %d of %d kept", bad, kept,
+            18 * np);
+    /* The first head's PNG of the first image: white exactly on the outline's pixels. */
+    char rel[256], stem[128], path[2048];
+    dataset_relpath(ds, (int64_t)index[0], rel, sizeof rel);
+    attention_image_stem(rel, stem, sizeof stem);
+    snprintf(path, sizeof path, "%s/attention/%s/%s/image_size_32/attn-head0.png", run,
+             dataset_class_name(ds, (int)labels[0]), stem);
+    int w = 0, h = 0;
+    unsigned char *pix = png_load(path, 1, &w, &h);
+    T_CHECK(pix != NULL, "%s cannot be read", path);
+    if (pix) {
+      const int p = 8, gw = w / p, gh = h / p;
+      int white = 0, inside = 0;
+      for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+          const unsigned char *q = pix + ((size_t)y * w + x) * 3;
+          const int is_white = q[0] == 255 && q[1] == 255 && q[2] == 255;
+          const int in = masks[(size_t)(y / p) * gw + x / p] != 0;
+          white += is_white;
+          inside += in;
+          if (is_white && !in) T_CHECK(0, "(%d, %d): white outside the mask", x, y);
+          if (in && (x == 0 || y == 0 || x == w - 1 || y == h - 1))
+            T_CHECK(is_white, "(%d, %d): the edge of a kept patch at the border is not white", x, y);
+        }
+      T_CHECK(white > 0 && white < inside + 1, "%d white pixels, %d inside the mask", white, inside);
+      (void)gh;
+      free(pix);
+    }
+    free(want);
+  }
+  free(masks);
+  free(maps);
   free(index2);
   split_free(&sp);
   dataset_close(ds);
@@ -291,6 +376,7 @@ int main(int argc, char **argv) {
   t_init(argc, argv);
   log_init(0, t_verbose ? 1 : 0);
   test_colormap();
+  test_mask();
   test_attention_run(t_scratch_dir("test_attention"));
   return t_finish();
 }
