@@ -18,6 +18,7 @@
 #include "data/shards.h"
 #include "data/split.h"
 #include "model/arena.h"
+#include "train/checkpoint.h"
 
 static int cmp_i64(const void *a, const void *b) {
   const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -194,7 +195,9 @@ int attention_run(const struct config *cfg) {
   int64_t epoch;
   features_checkpoint_dims(cfg, ckpt, &sz[0].prep, &d, &epoch);
   struct features_net net;
-  features_net_load(&net, ops, &d, ckpt, cfg->features.checkpoint_key);
+  struct ckpt_embed emb;
+  checkpoint_embed_from_config(cfg, &emb);
+  features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
 
   int64_t n;
   int64_t *idx = choose_images(cfg, ds, &n);

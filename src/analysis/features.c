@@ -43,10 +43,10 @@ static void net_setup(struct features_net *n, const struct ops *ops, const struc
 }
 
 void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
-                       const char *checkpoint, const char *key) {
+                       const struct ckpt_embed *emb, const char *checkpoint, const char *key) {
   net_setup(n, ops, d);
   const enum ckpt_which w = strcmp(key, "student") == 0 ? CKPT_STUDENT : CKPT_TEACHER;
-  checkpoint_load_weights(checkpoint, w, &n->tt, ops, n->params);
+  checkpoint_load_weights(checkpoint, w, emb, &n->tt, ops, n->params);
   if (ops->params_changed) ops->params_changed(n->params, n->tt.size);
   snprintf(n->source, sizeof n->source, "%s", checkpoint);
   snprintf(n->key, sizeof n->key, "%s", checkpoint_which_name(w));

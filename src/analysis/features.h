@@ -82,9 +82,11 @@ struct features_net {
 };
 
 /* The backbone of network `key` ("teacher" | "student") of a checkpoint, of dimensions d
- * (features_checkpoint_dims). */
+ * (features_checkpoint_dims); emb (NULL: none) adapts a patch embedding of another channel count
+ * (&model use_mean_patch_embedding, custom_embedding_map). */
+struct ckpt_embed;
 void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
-                       const char *checkpoint, const char *key);
+                       const struct ckpt_embed *emb, const char *checkpoint, const char *key);
 /* A freshly initialised backbone of the given dimensions: the training's initial weights for
  * that seed (init.h: the backbone tensors come first in the table, so their streams are those of
  * the full model). */

@@ -33,7 +33,8 @@ void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
               "calculation='train' writes run_dir/%s)", checkpoint, CKPT_FILE);
   struct ckpt_info info;
   checkpoint_read_info(checkpoint, &info);
-  if (info.nchannels > 0) {
+  const int adapt = cfg->model.use_mean_patch_embedding || cfg->model.n_custom_embedding_map > 0;
+  if (info.nchannels > 0 && !adapt) { /* adapted on purpose: other channels are the point */
     int same = info.nchannels == prep->nsel;
     for (int s = 0; same && s < prep->nsel; s++) same = info.channels[s] == prep->sel[s];
     if (!same) {
@@ -51,6 +52,7 @@ void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
     model_config_spec(&s, cfg, prep->nsel);
     *d = s.vit;
   }
+  if (adapt) d->in_chans = prep->nsel; /* the patch embedding is adapted as it loads */
   if (d->in_chans != prep->nsel)
     scd_fatal(SCD_EXIT_INPUT, "checkpoint %s holds a network for %d channels, but data.channels selects %d",
               checkpoint, d->in_chans, prep->nsel);
@@ -158,7 +160,9 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   int64_t epoch;
   features_checkpoint_dims(cfg, ckpt, &prep, &d, &epoch);
   struct features_net net;
-  features_net_load(&net, ops, &d, ckpt, cfg->features.checkpoint_key);
+  struct ckpt_embed emb;
+  checkpoint_embed_from_config(cfg, &emb);
+  features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
 
   int64_t n;
   int64_t *idx = subset_rows(cfg, ds, &n);

@@ -189,6 +189,11 @@ static void check_misc(const struct checker *c) {
           j = i;
         }
   }
+  const struct cfg_key *mean = config_key("model", "use_mean_patch_embedding"),
+                       *map = config_key("model", "custom_embedding_map");
+  if (!bad(c, mean) && !bad(c, map) && cfg->model.use_mean_patch_embedding && cfg->model.n_custom_embedding_map > 0)
+    report(c, map, mean, "custom_embedding_map and use_mean_patch_embedding = .true. are two ways to adapt the "
+           "patch embedding: set one");
   const struct cfg_key *prec = config_key("training", "precision"), *dev = config_key("system", "device");
   if (!bad(c, prec) && !bad(c, dev) && strcmp(cfg->training.precision, "bf16") == 0 &&
       strcmp(cfg->system.device, "cpu") == 0)

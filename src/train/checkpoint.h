@@ -65,6 +65,18 @@
 struct optim;
 struct dino_loss;
 
+/* Pretrained weights of another channel count (&model use_mean_patch_embedding,
+ * custom_embedding_map): how backbone.patch_embed.proj.weight [D, Cp, p, p] of the file becomes the
+ * model's [D, C, p, p].  Every other tensor loads as it is. */
+enum ckpt_embed_mode { CKPT_EMBED_NONE = 0, CKPT_EMBED_MEAN, CKPT_EMBED_MAP };
+struct ckpt_embed {
+  enum ckpt_embed_mode mode;
+  int n;                       /* map entries (CKPT_EMBED_MAP) */
+  int map[CKPT_MAX_CHANNELS];  /* input channel i takes pretrained channel map[i] */
+};
+/* From the deck (NONE when neither key is set). */
+void checkpoint_embed_from_config(const struct config *cfg, struct ckpt_embed *e);
+
 enum ckpt_which { CKPT_STUDENT = 0, CKPT_TEACHER = 1 };
 const char *checkpoint_which_name(enum ckpt_which w); /* "student" / "teacher" */
 
@@ -112,15 +124,18 @@ void checkpoint_check_spec(const char *path, const struct ckpt_info *info,
  * the tensors of tt are read, so a backbone-only table (vit_init with prefix "backbone.") loads a
  * backbone; a file tensor under a top-level prefix that tt uses ("backbone.", "head.") but that tt
  * lacks (a deeper model) is refused, as is any missing tensor, a wrong shape or a non-finite
- * value.  Collective like checkpoint_read_info. */
-void checkpoint_load_weights(const char *path, enum ckpt_which which, const struct tensor_table *tt,
+ * value.  emb (NULL or CKPT_EMBED_NONE: off) adapts a patch embedding of another channel count.
+ * Collective like checkpoint_read_info. */
+void checkpoint_load_weights(const char *path, enum ckpt_which which, const struct ckpt_embed *emb,
+                             const struct tensor_table *tt,
                              const struct ops *ops, float *params);
 
 /* init_from: the student and teacher weights of path into m (a model built from the deck), with
  * the checks above plus the recorded hyperparameters (when present) against m->spec; a mismatch
  * names the first differing tensor with both shapes and the first differing key with both values.
  * info gets the root attributes.  Collective. */
-void checkpoint_load_model(const char *path, struct dino_model *m, struct ckpt_info *info);
+void checkpoint_load_model(const char *path, const struct ckpt_embed *emb, struct dino_model *m,
+                           struct ckpt_info *info);
 
 /* The running sums of an epoch (over all ranks) that log.txt's averages are made of. */
 struct ckpt_metrics {

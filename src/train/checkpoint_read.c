@@ -12,6 +12,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"
+#include "core/log.h"
 #include "model/dino_loss.h"
 #include "model/optim.h"
 #include "train/checkpoint.h"
@@ -208,10 +209,60 @@ static void shape_str(const hsize_t *d, int nd, char *buf, size_t n) {
   if (at < n) snprintf(buf + at, n - at, "]");
 }
 
+#define PATCH_EMBED "backbone.patch_embed.proj.weight"
+
+void checkpoint_embed_from_config(const struct config *cfg, struct ckpt_embed *e) {
+  memset(e, 0, sizeof *e);
+  if (cfg->model.use_mean_patch_embedding) e->mode = CKPT_EMBED_MEAN;
+  if (cfg->model.n_custom_embedding_map > 0) {
+    e->mode = CKPT_EMBED_MAP;
+    e->n = cfg->model.n_custom_embedding_map;
+    for (int i = 0; i < e->n && i < CKPT_MAX_CHANNELS; i++) e->map[i] = (int)cfg->model.custom_embedding_map[i];
+  }
+}
+
+/* The patch embedding [D, Cp, p, p] of the file (dims) into dst [D, C, p, p] as emb says. */
+static void read_patch_embed(hid_t d, const char *path, const char *name, const hsize_t *dims, int nd,
+                             const struct tensor *t, float *dst, const struct ckpt_embed *emb) {
+  const int D = (int)t->shape[0], C = (int)t->shape[1], P = (int)t->shape[2];
+  const size_t pp = (size_t)t->shape[2] * (size_t)t->shape[3];
+  if (nd != 4 || dims[0] != (hsize_t)D || dims[2] != (hsize_t)t->shape[2] || dims[3] != (hsize_t)t->shape[3] ||
+      dims[1] < 1 || dims[1] > 4096)
+    bad(path, "tensor %s cannot be adapted to %d input channels: its shape is not [%d, channels, %d, %d]", name, C,
+        D, P, P);
+  const int Cp = (int)dims[1];
+  if (emb->mode == CKPT_EMBED_MAP) {
+    if (emb->n != C)
+      scd_fatal(SCD_EXIT_INPUT, "&model custom_embedding_map has %d entr%s, but %d channel(s) are selected (one "
+                "entry per selected channel)", emb->n, emb->n == 1 ? "y" : "ies", C);
+    for (int c = 0; c < C; c++)
+      if (emb->map[c] >= Cp)
+        scd_fatal(SCD_EXIT_INPUT, "&model custom_embedding_map(%d) = %d, but the patch embedding of %s has %d "
+                  "channel(s) (0 .. %d)", c + 1, emb->map[c], path, Cp, Cp - 1);
+  }
+  float *src = xmalloc(MUL_SIZE(MUL_SIZE((size_t)D, (size_t)Cp), pp * sizeof(float)));
+  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, src) < 0)
+    bad(path, "cannot read tensor %s (truncated or damaged file?)", name);
+  for (int o = 0; o < D; o++)
+    for (int c = 0; c < C; c++) {
+      float *out = dst + t->off + ((size_t)o * C + c) * pp;
+      for (size_t k = 0; k < pp; k++) {
+        if (emb->mode == CKPT_EMBED_MAP) {
+          out[k] = src[((size_t)o * Cp + emb->map[c]) * pp + k];
+        } else { /* the mean over the pretrained channels, the same for every input channel */
+          double s = 0;
+          for (int q = 0; q < Cp; q++) s += src[((size_t)o * Cp + q) * pp + k];
+          out[k] = (float)(s / Cp);
+        }
+      }
+    }
+  free(src);
+}
+
 /* Read <group>/<t->name> into dst + t->off, checking presence, type, shape and finiteness.  hint
- * (may be "") is appended to shape messages. */
+ * (may be "") is appended to shape messages; emb (NULL: none) adapts the patch embedding. */
 static void read_tensor(hid_t fid, const char *path, const char *group, const struct tensor *t,
-                        float *dst, const char *hint) {
+                        float *dst, const char *hint, const struct ckpt_embed *emb) {
   char name[TENSOR_NAME_MAX + 64];
   snprintf(name, sizeof name, "%s/%s", group, t->name);
   if (H5Lexists(fid, group, H5P_DEFAULT) <= 0) bad(path, "no group '%s'", group);
@@ -232,12 +283,16 @@ static void read_tensor(hid_t fid, const char *path, const char *group, const st
   if (nd > 0 && nd <= H5S_MAX_RANK) CHECK_H5(H5Sget_simple_extent_dims(sp, dims, NULL));
   CHECK_H5(H5Sclose(sp));
   for (int i = 0; same && i < nd; i++) same = dims[i] == (hsize_t)t->shape[i];
+  if (emb && emb->mode != CKPT_EMBED_NONE && !strcmp(t->name, PATCH_EMBED)) {
+    read_patch_embed(d, path, name, dims, nd, t, dst, emb);
+    same = -1;
+  }
   if (!same) {
     shape_str(dims, nd < 0 ? 0 : nd > H5S_MAX_RANK ? H5S_MAX_RANK : nd, got, sizeof got);
     bad(path, "tensor %s has shape %s in the checkpoint, but the model of this deck needs %s%s", name,
         got, want, hint);
   }
-  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst + t->off) < 0)
+  if (same > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst + t->off) < 0)
     bad(path, "cannot read tensor %s (truncated or damaged file?)", name);
   CHECK_H5(H5Dclose(d));
   for (size_t i = 0; i < t->n; i++)
@@ -282,8 +337,8 @@ static void check_extra(hid_t fid, const char *path, const char *group, const st
 }
 
 static void load_group(hid_t fid, const char *path, const char *group, const struct tensor_table *tt,
-                       float *host, const char *hint) {
-  for (int i = 0; i < tt->n; i++) read_tensor(fid, path, group, &tt->t[i], host, hint);
+                       float *host, const char *hint, const struct ckpt_embed *emb) {
+  for (int i = 0; i < tt->n; i++) read_tensor(fid, path, group, &tt->t[i], host, hint, emb);
   check_extra(fid, path, group, tt, hint);
 }
 
@@ -300,13 +355,24 @@ static void make_hint(const struct ckpt_info *info, const struct dino_spec *spec
  * skip), check the hyperparameters; the file stays open for the caller (restore) when fid_out. */
 static void load_weights_rank0(const char *path, const struct tensor_table *tt,
                                const struct dino_spec *spec, int restart, float *student,
-                               float *teacher, struct ckpt_info *info, hid_t *fid_out) {
+                               float *teacher, struct ckpt_info *info, hid_t *fid_out,
+                               const struct ckpt_embed *emb) {
   hid_t fid = open_checkpoint(path);
   read_info(fid, path, info);
+  struct dino_spec adapted;
+  if (spec && emb && emb->mode != CKPT_EMBED_NONE && info->has_spec) { /* another channel count on purpose */
+    adapted = *spec;
+    adapted.vit.in_chans = info->spec.vit.in_chans;
+    spec = &adapted;
+  }
   char hint[600];
   make_hint(info, spec, restart, hint, sizeof hint);
-  if (student) load_group(fid, path, "student", tt, student, hint);
-  if (teacher) load_group(fid, path, "teacher", tt, teacher, hint);
+  if (student) load_group(fid, path, "student", tt, student, hint, emb);
+  if (teacher) load_group(fid, path, "teacher", tt, teacher, hint, emb);
+  const int pe = emb && emb->mode != CKPT_EMBED_NONE ? tensors_find(tt, PATCH_EMBED) : -1;
+  if (pe >= 0 && info->has_spec)
+    log_info("%s: patch embedding of %d channel(s) adapted to %d (%s)", path, info->spec.vit.in_chans,
+             (int)tt->t[pe].shape[1], emb->mode == CKPT_EMBED_MAP ? "custom_embedding_map" : "use_mean_patch_embedding: their mean");
   /* Shapes agree; what shapes cannot show (num_heads, norm_last_layer) is checked here. */
   if (spec) checkpoint_check_spec(path, info, spec, restart);
   if (fid_out)
@@ -321,26 +387,27 @@ static void bcast_upload(const struct ops *ops, float *dev, float *host, size_t 
   if (ops->params_changed) ops->params_changed(dev, n);
 }
 
-void checkpoint_load_weights(const char *path, enum ckpt_which which, const struct tensor_table *tt,
-                             const struct ops *ops, float *params) {
+void checkpoint_load_weights(const char *path, enum ckpt_which which, const struct ckpt_embed *emb,
+                             const struct tensor_table *tt, const struct ops *ops, float *params) {
   float *host = xcalloc(tt->size, sizeof(float));
   if (comm_rank() == 0) {
     struct ckpt_info info;
     h5util_lock();
     load_weights_rank0(path, tt, NULL, 0, which == CKPT_STUDENT ? host : NULL,
-                       which == CKPT_TEACHER ? host : NULL, &info, NULL);
+                       which == CKPT_TEACHER ? host : NULL, &info, NULL, emb);
     h5util_unlock();
   }
   bcast_upload(ops, params, host, tt->size);
   free(host);
 }
 
-void checkpoint_load_model(const char *path, struct dino_model *m, struct ckpt_info *info) {
+void checkpoint_load_model(const char *path, const struct ckpt_embed *emb, struct dino_model *m,
+                           struct ckpt_info *info) {
   const size_t n = m->tt.size;
   float *s = xcalloc(n, sizeof(float)), *t = xcalloc(n, sizeof(float));
   if (comm_rank() == 0) {
     h5util_lock();
-    load_weights_rank0(path, &m->tt, &m->spec, 0, s, t, info, NULL);
+    load_weights_rank0(path, &m->tt, &m->spec, 0, s, t, info, NULL, emb);
     h5util_unlock();
   }
   comm_bcast(info, sizeof *info, 0);
@@ -395,20 +462,20 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
   if (comm_rank() == 0) {
     h5util_lock();
     hid_t fid;
-    load_weights_rank0(path, tt, &m->spec, 1, hs, ht, info, &fid);
+    load_weights_rank0(path, tt, &m->spec, 1, hs, ht, info, &fid, NULL);
     if (!info->has_state)
       bad(path, "holds weights but no training state (optimizer, centre, position), so training "
                 "cannot continue from it; start from its weights with &training init_from instead");
     for (int i = 0; i < tt->n; i++) {
       const struct tensor *t = &tt->t[i];
       if (!(t->flags & TENSOR_GRAD)) continue;
-      read_tensor(fid, path, "optimizer/exp_avg", t, hm, "");
-      read_tensor(fid, path, "optimizer/exp_avg_sq", t, hv, "");
+      read_tensor(fid, path, "optimizer/exp_avg", t, hm, "", NULL);
+      read_tensor(fid, path, "optimizer/exp_avg_sq", t, hv, "", NULL);
       steps[i] = read_step(fid, path, t->name);
     }
     struct tensor c = {.ndim = 2, .shape = {1, K}, .off = 0, .n = (size_t)K};
     snprintf(c.name, sizeof c.name, "center");
-    read_tensor(fid, path, "dino_loss", &c, hc, "");
+    read_tensor(fid, path, "dino_loss", &c, hc, "", NULL);
     read_metrics(fid, path, &st->metrics);
     CHECK_H5(H5Fclose(fid));
     h5util_unlock();

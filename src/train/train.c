@@ -200,7 +200,9 @@ static void start_position(struct trainer *t, int64_t *epoch, int64_t *it) {
   }
   if (cfg->training.init_from[0]) {
     struct ckpt_info info;
-    checkpoint_load_model(cfg->training.init_from, t->model, &info);
+    struct ckpt_embed emb;
+    checkpoint_embed_from_config(cfg, &emb);
+    checkpoint_load_model(cfg->training.init_from, &emb, t->model, &info);
     log_info("init_from: student and teacher weights from %s (written at epoch %lld); optimizer "
              "state and centre start fresh at epoch 0",
              cfg->training.init_from, (long long)info.epoch);

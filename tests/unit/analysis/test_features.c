@@ -112,8 +112,8 @@ static float *model_features(const struct config *cfg, const char *ckpt, int whi
   model_config_spec(&spec, cfg, nsel);
   spec.vit.drop_path_rate = 0;
   struct dino_model *m = dino_model_create(ops, &spec);
-  checkpoint_load_weights(ckpt, CKPT_STUDENT, &m->tt, ops, m->student);
-  checkpoint_load_weights(ckpt, CKPT_TEACHER, &m->tt, ops, m->teacher);
+  checkpoint_load_weights(ckpt, CKPT_STUDENT, NULL, &m->tt, ops, m->student);
+  checkpoint_load_weights(ckpt, CKPT_TEACHER, NULL, &m->tt, ops, m->teacher);
   SCD_ASSERT(n % 2 == 0);
   const int B = n / 2, D = spec.vit.dim;
   dino_model_plan(m, B, 0, S, S);

@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
   tensors_init(&bt);
   vit_init(&bv, &spec.vit, &bt, "backbone.");
   float *bb = ops->alloc(bt.size * sizeof(float));
-  checkpoint_load_weights(path, CKPT_TEACHER, &bt, ops, bb);
+  checkpoint_load_weights(path, CKPT_TEACHER, NULL, &bt, ops, bb);
   float *hb = malloc(bt.size * sizeof(float)), *ht = malloc(n * sizeof(float));
   ops->download(hb, bb, bt.size * sizeof(float));
   ops->download(ht, m->teacher, n * sizeof(float));
