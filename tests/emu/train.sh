@@ -10,7 +10,7 @@
 # ranks with status 1 through comm_exit_all (which aborts the NCCL communicator).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 scratch emu_train
 train_data shards
 exe="$top_builddir/tests/emu/scdino"

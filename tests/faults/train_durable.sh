@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/train_durable.sh - checkpoints survive what can happen while they are written: kill -9 in the
+# tests/faults/train_durable.sh - checkpoints survive what can happen while they are written: kill -9 in the
 # middle of a write (&debug checkpoint_pause) leaves the last good checkpoint, and the restart
 # removes the leftover and ends bit-identical to an uninterrupted run; a full file system (ulimit -f
 # on one rank; a small tmpfs on two, where mounting one is allowed) fails the write with a message
@@ -8,7 +8,7 @@
 # naming the key.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 scratch train_durable
 train_data shards
 

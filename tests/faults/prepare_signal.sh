@@ -1,11 +1,11 @@
 #!/bin/sh
-# tests/cli/prepare_signal.sh - SIGTERM to mpirun while 2 ranks convert TIFFs (what Slurm's
+# tests/faults/prepare_signal.sh - SIGTERM to mpirun while 2 ranks convert TIFFs (what Slurm's
 # scancel or a time limit does): every rank removes its unfinished shard-*.tmp.<pid> before it
 # answers, so nothing half-written is left however soon mpirun follows with SIGKILL; no manifest
 # claims the set complete; and the next prepare builds it.  &debug step_sleep slows the
 # conversion (0.02 s per image) so the signal lands while a shard is being written, on any machine.
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
 scratch prepare_signal
 "$top_builddir/scdino_demo_data" -o tiffs -n 100 -c 4 -q || exit 99

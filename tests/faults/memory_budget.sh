@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/memory_budget.sh - a deck whose large buffers cannot fit in a rank's memory ends at
+# tests/faults/memory_budget.sh - a deck whose large buffers cannot fit in a rank's memory ends at
 # start-up with exit status 2, the total, the limit and where it came from, and each part with the
 # keys that size it; nothing is trained or written (core/membudget.h).  Train (a huge batch; a
 # small &system memory_per_rank), features (a small memory_per_rank) and knn's raw-pixel baseline

@@ -1,4 +1,4 @@
-# tests/cli/fault_lib.sh - helpers of the fault-tolerance tests (sourced after tests/lib.sh and
+# tests/faults/fault_lib.sh - helpers of the fault-tolerance tests (sourced after tests/lib.sh and
 # tests/cli/train_lib.sh).
 #   debug_deck NAME "DEBUG KEYS" KEY=VALUE...   train_deck NAME KEY=VALUE... plus a &debug group
 #   bg_start OUT CMD...       run CMD in the background, output in OUT; $bg is its pid

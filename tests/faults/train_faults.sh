@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/train_faults.sh - numerical and rank faults end the run with a message, never a hang.
+# tests/faults/train_faults.sh - numerical and rank faults end the run with a message, never a hang.
 # A NaN injected into one tensor's gradient (&debug nan_at_step) stops training at that step naming
 # the tensor, the step and the last good checkpoint (exit 1, checkpoint untouched), also when it
 # comes from one rank of two through the all-reduce.  A rank that fails (a fatal error, an allocation
@@ -7,7 +7,7 @@
 # with the rank and the reason printed, also when a loader thread finds a truncated shard.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 scratch train_faults
 train_data shards
 

@@ -1,12 +1,12 @@
 #!/bin/sh
-# tests/cli/run_lock.sh - one job per run_dir and per shard_dir being built (src/core/runlock.h):
+# tests/faults/run_lock.sh - one job per run_dir and per shard_dir being built (src/core/runlock.h):
 # a second training in a live run's run_dir is refused (exit 2, naming the holder) and leaves the
 # first one's files alone; a lock of a live process, of another host, or of this host's dead
 # process; a requeued Slurm job takes its own lock over; prepare refuses a shard_dir that another
 # job is building; the lock is gone after a normal end and after an error.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 scratch run_lock
 train_data shards
 host=$(hostname)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/train_preempt.sh - preemption: SIGTERM, SIGUSR1 and SIGINT during a 2-rank training run make
+# tests/faults/train_preempt.sh - preemption: SIGTERM, SIGUSR1 and SIGINT during a 2-rank training run make
 # every rank finish the step, write a checkpoint (training_complete = 0, stopped_by = the signal), print the
 # restart instruction and exit 0; restart = .true. then ends bit-identical to an uninterrupted run.
 # Signals raised at a fixed step (&debug signal_at_step, on one rank or all), and real ones from
@@ -7,7 +7,7 @@
 # second SIGINT ends a run at once; a signal in calculation='pipeline' stops it after training.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
 scratch train_preempt
 train_data shards

@@ -1,14 +1,14 @@
 #!/bin/sh
-# tests/cli/full_disk.sh - a full file system while scdino writes each kind of output: the features
+# tests/faults/full_disk.sh - a full file system while scdino writes each kind of output: the features
 # file, knn.h5, attention.h5 (run_dir on a small tmpfs filled up to what the files written before
 # the output need) and the shards of prepare (shard_dir on a tmpfs too small for them).  Each run
 # must end with exit status 1 and a message naming the file and "No space left on device" - never a
 # signal (HDF5 1.10 crashed at exit closing a file whose write had failed) - with no temporary file
 # left and the previous output, where there was one, unchanged; and training's log.txt, written at
-# the end of an epoch before the checkpoint.  (Checkpoints: tests/cli/train_durable.sh.)  Needs root
+# the end of an epoch before the checkpoint.  (Checkpoints: tests/faults/train_durable.sh.)  Needs root
 # to mount a tmpfs; skipped otherwise.
 . "$top_srcdir/tests/lib.sh"
-. "$top_srcdir/tests/cli/fault_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch full_disk
 "$top_builddir/tests/fixtures/feat_mkdata" . || exit 99
