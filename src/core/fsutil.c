@@ -146,12 +146,16 @@ FILE *fs_mem_begin(struct fs_mem *t) {
   return t->f;
 }
 
+void fs_save_buffer(const char *what, const char *final_path, const void *buf, size_t size) {
+  char tmp[PATH_MAX + 64];
+  fs_atomic_begin(final_path, tmp, sizeof tmp);
+  fs_write_buffer(what, tmp, final_path, buf, size, NULL, NULL);
+  fs_atomic_commit(tmp, final_path);
+}
+
 void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path) {
   if (fclose(t->f) != 0) SCD_FAIL("%s: building %s in memory: %s", final_path, what, strerror(errno));
-  char tmp[4096];
-  fs_atomic_begin(final_path, tmp, sizeof tmp);
-  fs_write_buffer(what, tmp, final_path, t->buf, t->size, NULL, NULL);
-  fs_atomic_commit(tmp, final_path);
+  fs_save_buffer(what, final_path, t->buf, t->size);
   free(t->buf);
   t->buf = NULL;
   t->f = NULL;

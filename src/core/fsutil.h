@@ -34,6 +34,10 @@ void fs_atomic_abort(const char *tmp);
 void fs_write_buffer(const char *what, const char *tmp, const char *final_path, const void *buf, size_t size,
                      void (*halfway)(void *arg, const char *tmp), void *arg);
 
+/* A whole file from memory: written under a temporary name by fs_write_buffer, then renamed over
+ * final_path (fs_atomic_commit). */
+void fs_save_buffer(const char *what, const char *final_path, const void *buf, size_t size);
+
 /* Outputs written through stdio (log.txt, knn.txt, the echoed deck, PNGs): made in memory, then
  * written as one buffer by fs_write_buffer under a temporary name and renamed, so they fail as
  * every output does (naming the file and errno, the old file left as it was).

@@ -119,10 +119,7 @@ hid_t h5util_image_begin(const char *path, struct h5util_image *img) {
 
 void h5util_image_save(hid_t fid, struct h5util_image *img, const char *what, const char *path) {
   h5util_image_close(fid, img);
-  char tmp[4200];
-  fs_atomic_begin(path, tmp, sizeof tmp);
-  fs_write_buffer(what, tmp, path, img->buf, img->size, NULL, NULL);
-  fs_atomic_commit(tmp, path);
+  fs_save_buffer(what, path, img->buf, img->size);
   free(img->buf);
   img->buf = NULL;
 }
