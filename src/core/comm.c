@@ -6,11 +6,30 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/watchdog.h"
 
 static struct comm_info info = {0, 1, 0, 1, 0};
+
+static MPI_Comm node_comm = MPI_COMM_NULL; /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
+
+void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for) {
+  if (info.local_size <= 1) return;
+  SCD_ASSERT(bytes <= INT32_MAX);
+  MPI_Request rq;
+  CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, node_comm, &rq));
+  for (int done = 0;;) {
+    CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    /* Local rank 0 is working (its own progress feeds its watchdog); the others wait, alive. */
+    if (waiting_for) watchdog_progress(waiting_for, -1);
+    const struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 void comm_init(int *argc, char ***argv) {
   CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &info.thread_level));
@@ -18,11 +37,10 @@ void comm_init(int *argc, char ***argv) {
   CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank));
   CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &info.size));
-  MPI_Comm node;
-  CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node));
-  CHECK_MPI(MPI_Comm_rank(node, &info.local_rank));
-  CHECK_MPI(MPI_Comm_size(node, &info.local_size));
-  CHECK_MPI(MPI_Comm_free(&node));
+  CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node_comm));
+  CHECK_MPI(MPI_Comm_set_errhandler(node_comm, MPI_ERRORS_RETURN));
+  CHECK_MPI(MPI_Comm_rank(node_comm, &info.local_rank));
+  CHECK_MPI(MPI_Comm_size(node_comm, &info.local_size));
   scd_note_mpi(info.rank, info.size);
 }
 

@@ -28,6 +28,10 @@ void comm_allreduce_max_f64(double *buf, size_t n);
 /* Logical OR of a flag over all ranks (e.g. "some rank saw an error / a signal"). */
 int comm_any(int flag);
 void comm_bcast(void *buf, size_t bytes, int root);
+/* From local rank 0 to the other ranks of its node (MPI_COMM_TYPE_SHARED); collective on the node.
+ * The others wait polling, telling the watchdog they are waiting_for (NULL: silent) local rank 0's
+ * work, which may take longer than &system step_timeout (a node's copy of the shards). */
+void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for);
 /* all[r * bytes ...] = rank r's `mine` (bytes each, at most INT_MAX) on every rank. */
 void comm_allgather(const void *mine, void *all, size_t bytes);
 void comm_barrier(void);

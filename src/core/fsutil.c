@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/fsutil.h"
+#include "core/hash.h"
 
 char *fs_join(char *out, size_t n, const char *dir, const char *name) {
   int len;
@@ -159,6 +160,31 @@ void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path) {
   free(t->buf);
   t->buf = NULL;
   t->f = NULL;
+}
+
+int fs_file_fnv1a(const char *path, uint64_t *sum, long long *bytes) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static _Thread_local unsigned char buf[1 << 20];
+  uint64_t h = HASH_FNV1A_INIT;
+  long long n = 0;
+  for (;;) {
+    const ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int e = errno;
+      close(fd);
+      errno = e;
+      return -1;
+    }
+    if (r == 0) break;
+    h = hash_fnv1a(h, buf, (size_t)r);
+    n += r;
+  }
+  close(fd);
+  *sum = h;
+  *bytes = n;
+  return 0;
 }
 
 void fs_atomic_abort(const char *tmp) {

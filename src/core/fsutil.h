@@ -7,6 +7,7 @@
 #define SCDINO_FSUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Join a directory and a file name into out (size n); fatal if it does not fit. */
@@ -49,6 +50,10 @@ struct fs_mem {
 };
 FILE *fs_mem_begin(struct fs_mem *t);
 void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path);
+
+/* FNV-1a 64 (core/hash.h) of a whole file and its size: 0, or -1 with errno set when it cannot be
+ * read.  The shard checks of the manifest and of a staged copy. */
+int fs_file_fnv1a(const char *path, uint64_t *sum, long long *bytes);
 
 /* fsync a file by path (after a library such as HDF5 has closed it). */
 void fs_fsync_path(const char *path);

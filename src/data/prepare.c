@@ -546,6 +546,23 @@ int prepare_run(const struct config *cfg) {
     total += counts[k];
   }
   free(jobs);
+  /* Each finished shard's size and checksum, for the copies &data stage_dir makes (by shard, so
+   * summing the ranks' arrays assembles them). */
+  int64_t *fbytes = xcalloc((size_t)(nsh > 0 ? nsh : 1), sizeof *fbytes);
+  int64_t *fsum = xcalloc((size_t)(nsh > 0 ? nsh : 1), sizeof *fsum);
+  for (int64_t k = sh0; k < sh1; k++) {
+    if (counts[k] == 0) continue;
+    char name[64], path[PATH_MAX];
+    snprintf(name, sizeof name, "shard-%05lld.h5", (long long)k);
+    fs_join(path, sizeof path, dir, name);
+    uint64_t h;
+    long long b;
+    if (fs_file_fnv1a(path, &h, &b) != 0) scd_fatal(SCD_EXIT_FAILURE, "cannot read back %s: %s", path, strerror(errno));
+    fbytes[k] = b;
+    memcpy(&fsum[k], &h, sizeof h); /* the bits, carried by the sum of one value and zeros */
+  }
+  comm_allreduce_sum_i64(fbytes, (size_t)nsh);
+  comm_allreduce_sum_i64(fsum, (size_t)nsh);
 
   /* The skipped files' positions and reasons, on rank 0. */
   char *text = NULL;
@@ -637,11 +654,15 @@ int prepare_run(const struct config *cfg) {
     for (int c = 0; c < C; c++) cnames[c] = cn[c];
     char **shard_files = xcalloc((size_t)(nsh > 0 ? nsh : 1), sizeof *shard_files);
     int64_t *shard_counts = xmalloc(MUL_SIZE((size_t)(nsh > 0 ? nsh : 1), sizeof *shard_counts));
+    int64_t *shard_bytes = xmalloc(MUL_SIZE((size_t)(nsh > 0 ? nsh : 1), sizeof *shard_bytes));
+    uint64_t *shard_fnv = xmalloc(MUL_SIZE((size_t)(nsh > 0 ? nsh : 1), sizeof *shard_fnv));
     int nfiles = 0;
     for (int64_t k = 0; k < nsh; k++)
       if (counts[k] > 0) {
         shard_files[nfiles] = xmalloc(64);
         snprintf(shard_files[nfiles], 64, "shard-%05lld.h5", (long long)k);
+        shard_bytes[nfiles] = fbytes[k];
+        memcpy(&shard_fnv[nfiles], &fsum[k], sizeof *shard_fnv);
         shard_counts[nfiles++] = counts[k];
       }
     int32_t *labels = xmalloc(MUL_SIZE((size_t)total, sizeof *labels));
@@ -664,6 +685,7 @@ int prepare_run(const struct config *cfg) {
         .stats_fraction = cfg->data.stats_fraction, .stats_seed = cfg->data.stats_seed,
         .source_dtype = tiff_sample_name(ref.sample), .file_list_hash = hash,
         .label_depth = (int)cfg->data.folder_depth_for_labels,
+        .shard_bytes = shard_bytes, .shard_fnv1a = shard_fnv,
     };
     manifest_write(dir, &m);
     progress_end(&prog);
@@ -674,6 +696,8 @@ int prepare_run(const struct config *cfg) {
     for (int k = 0; k < nfiles; k++) free(shard_files[k]);
     free(shard_files);
     free(shard_counts);
+    free(shard_bytes);
+    free(shard_fnv);
     free(labels);
     free(cnames);
     free(cn);
@@ -688,6 +712,8 @@ int prepare_run(const struct config *cfg) {
     free(displs);
   }
   free(counts);
+  free(fbytes);
+  free(fsum);
   free(st);
   free(in_stats);
   imagefolder_free(&f);

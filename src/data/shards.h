@@ -108,6 +108,8 @@ struct manifest_info {
   int nshards;
   const char *const *shard_files;   /* [nshards] file names inside shard_dir */
   const int64_t *shard_counts;      /* [nshards] */
+  const int64_t *shard_bytes;       /* [nshards] file sizes (for staging checks) */
+  const uint64_t *shard_fnv1a;      /* [nshards] FNV-1a 64 of each file's bytes */
   const int32_t *labels;            /* [count] */
   int64_t nskipped;
   const int64_t *skipped_index;     /* [nskipped] source positions of skipped files, ascending */
@@ -142,5 +144,18 @@ struct manifest_settings {
   int shards_missing;              /* listed shard files that are not there */
 };
 int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, char *why, size_t n);
+
+/* The shard files a manifest lists, with the size and FNV-1a 64 of each when prepare recorded them
+ * (has_checks 0: a manifest made before they were).  Ends the job (SCD_EXIT_DATA) naming the file
+ * when the manifest cannot be read. */
+struct shard_list {
+  int64_t n;
+  char **files;
+  int64_t *bytes;
+  uint64_t *fnv1a;
+  int has_checks;
+};
+void manifest_shard_list(const char *shard_dir, struct shard_list *l);
+void shard_list_free(struct shard_list *l);
 
 #endif

@@ -505,6 +505,36 @@ void dataset_path(struct dataset *ds, int64_t i, char *buf, size_t n) {
 
 /* ---- prepare's "already done?" check ---- */
 
+void manifest_shard_list(const char *shard_dir, struct shard_list *l) {
+  char mf[PATH_MAX];
+  fs_join(mf, sizeof mf, shard_dir, SHARDS_MANIFEST);
+  memset(l, 0, sizeof *l);
+  h5util_lock();
+  hid_t f;
+  if (h5util_file_open(mf, &f) != H5UTIL_OK) BAD("%s cannot be opened: %s", mf, h5util_why());
+  if (h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &l->files, &l->n) != H5UTIL_OK || l->n < 1)
+    BAD("%s: cannot read its list of shards (%s)", mf, h5util_why());
+  l->bytes = xmalloc(MUL_SIZE((size_t)l->n, sizeof *l->bytes));
+  l->fnv1a = xmalloc(MUL_SIZE((size_t)l->n, sizeof *l->fnv1a));
+  l->has_checks = H5Lexists(f, "shard_bytes", H5P_DEFAULT) > 0 && H5Lexists(f, "shard_fnv1a", H5P_DEFAULT) > 0;
+  if (l->has_checks &&
+      (h5util_dset_read_1d(f, "shard_bytes", H5T_INTEGER, H5T_NATIVE_INT64, l->n, l->bytes) != H5UTIL_OK ||
+       h5util_dset_read_1d(f, "shard_fnv1a", H5T_INTEGER, H5T_NATIVE_UINT64, l->n, l->fnv1a) != H5UTIL_OK))
+    BAD("%s: cannot read shard_bytes / shard_fnv1a (%s)", mf, h5util_why());
+  for (int64_t k = 0; k < l->n; k++)
+    if (strchr(l->files[k], '/') || !strcmp(l->files[k], "..") || !l->files[k][0])
+      BAD("%s: shard name '%s' is not a file name", mf, l->files[k]);
+  CHECK_H5(H5Fclose(f));
+  h5util_unlock();
+}
+
+void shard_list_free(struct shard_list *l) {
+  h5util_strs_free(l->files, l->n);
+  free(l->bytes);
+  free(l->fnv1a);
+  memset(l, 0, sizeof *l);
+}
+
 int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, char *why, size_t n) {
   char mf[PATH_MAX], buf[256];
   fs_join(mf, sizeof mf, shard_dir, SHARDS_MANIFEST);

@@ -231,6 +231,8 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   dset_strs(f, "channel_names", m->channels, m->channel_names);
   dset_strs(f, "shards", m->nshards, m->shard_files);
   dset_1d(f, "shard_counts", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nshards, m->shard_counts);
+  if (m->shard_bytes) dset_1d(f, "shard_bytes", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nshards, m->shard_bytes);
+  if (m->shard_fnv1a) dset_1d(f, "shard_fnv1a", H5T_STD_U64LE, H5T_NATIVE_UINT64, m->nshards, m->shard_fnv1a);
   dset_1d(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, m->count, m->labels);
   dset_1d(f, "skipped_index", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nskipped, m->skipped_index);
   dset_1d(f, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, m->channels, m->mean);

@@ -16,6 +16,7 @@
 #include "core/watchdog.h"
 #include "data/prepare.h"
 #include "data/shards.h"
+#include "data/stage.h"
 #include "model/model_config.h"
 #include "model/schedule.h"
 #include "train/fault_inject.h"
@@ -53,7 +54,10 @@ static void setup_data(struct trainer *t) {
     const int rc = prepare_run(cfg);
     if (rc != 0) comm_exit_all(rc);
   }
-  t->ds = dataset_open(cfg->data.shard_dir);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", cfg->data.shard_dir);
+  if (cfg->data.stage_dir[0]) stage_shards(cfg, dir, sizeof dir); /* node-local copies (data/stage.h) */
+  t->ds = dataset_open(dir);
   split_dataset(t->ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &t->split);
   train_memory_check(t); /* before the loader, the model and the schedules take their memory */
   /* On the CUDA backend the crops are made on the GPU from raw batches (the same crops, bit for
