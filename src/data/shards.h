@@ -60,6 +60,8 @@ int64_t dataset_source_index(const struct dataset *ds, int64_t i);
  * number of threads may call it at once.  Whole-image reads; shard files are opened once per
  * process and kept open.  A damaged shard ends the job naming the file and the image. */
 void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void *out);
+/* Image bytes dataset_read_images has returned so far (for read rates). */
+long long dataset_bytes_delivered(struct dataset *ds);
 
 /* Source TIFF of image i: tiff_dir (as recorded by prepare) joined with its relative path. */
 void dataset_path(struct dataset *ds, int64_t i, char *buf, size_t n);

@@ -43,6 +43,7 @@ struct dataset {
   double *mean, *std;
   int64_t *source_index; /* NULL when no file was skipped */
   int direct_io;
+  atomic_llong delivered; /* image bytes handed out (the loader threads add concurrently) */
 };
 
 /* Limits on what a manifest may claim, checked before anything is allocated or summed: prepare
@@ -465,7 +466,10 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
   h5util_unlock();
 }
 
+long long dataset_bytes_delivered(struct dataset *ds) { return atomic_load(&ds->delivered); }
+
 void dataset_read_images(struct dataset *ds, const int64_t *idx, int count, void *out) {
+  atomic_fetch_add(&ds->delivered, (long long)count * (long long)ds->image_bytes);
   char *o = out;
   for (int b = 0; b < count; b++, o += ds->image_bytes) {
     check_index(ds, idx[b]);

@@ -118,7 +118,7 @@ static long long line_epoch(const char *line) {
   return p ? strtoll(p + 8, NULL, 10) : -1;
 }
 
-void train_log_epoch(const struct trainer *t, int64_t epoch) {
+void train_log_epoch(struct trainer *t, int64_t epoch) {
   const struct ckpt_metrics *mt = &t->ck.metrics;
   const double loss = mt->loss_count > 0 ? mt->loss_sum / mt->loss_count : NAN;
   const double lr = mt->steps > 0 ? mt->lr_sum / (double)mt->steps : NAN;
@@ -129,6 +129,18 @@ void train_log_epoch(const struct trainer *t, int64_t epoch) {
            "%.1f img/s)",
            loss, lr, wd, (long long)epoch, (long long)mt->steps, (long long)mt->images,
            log_fmt_duration(mt->seconds, dur, sizeof dur), ips);
+  /* What this rank's loader read in the epoch (from the node-local stage when there is one). */
+  const long long got = dataset_bytes_delivered(t->ds), read = got - t->bytes_at_epoch;
+  t->bytes_at_epoch = got;
+  if (t->rank == 0) {
+    const double mib = (double)read / 1048576.0;
+    if (t->cfg->data.stage_dir[0])
+      log_info("data: %.1f MiB of images read from the stage %s by rank 0 in the epoch, %.0f MiB/s", mib,
+               t->cfg->data.stage_dir, mt->seconds > 0 ? mib / mt->seconds : 0.0);
+    else
+      log_detail("data: %.1f MiB of images read by rank 0 in the epoch, %.0f MiB/s", mib,
+                 mt->seconds > 0 ? mib / mt->seconds : 0.0);
+  }
   if (t->rank != 0) return;
 
   /* log.txt: upstream's fields first, then throughput; earlier epochs' lines are kept. */

@@ -69,6 +69,7 @@ struct trainer {
   char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
   char restart_changes[CKPT_CHANGES_MAX]; /* what restarts changed on the way (checkpoint record) */
   double last_ckpt_time;    /* wtime() of the newest checkpoint written or restored (0: none) */
+  long long bytes_at_epoch; /* dataset_bytes_delivered at the start of the epoch's count */
   int64_t launch_steps;      /* steps done by this launch (max_steps) */
   double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
   int nan_pending;           /* &debug: tensor whose gradient still gets a NaN this step; -1 none */
@@ -99,7 +100,7 @@ void train_log_setup(const struct trainer *t);
 void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const struct step_result *r);
 /* End of an epoch: "Averaged stats" line and a JSON line in run_dir/log.txt (rewritten atomically,
  * lines of later epochs from an abandoned run dropped). */
-void train_log_epoch(const struct trainer *t, int64_t epoch);
+void train_log_epoch(struct trainer *t, int64_t epoch);
 
 /* train_metrics.c: with &system metrics_file set, every rank gives its memory and rank 0 rewrites
  * the file (Prometheus text format): epoch, step, loss, lr, wd, images/s, data / compute / exposed

@@ -21,6 +21,7 @@ expect_exit 0 "$SCDINO" plain.nml
 train_deck st epochs=1 batch_size_per_rank=4 | staged stage >st.nml
 expect_exit 0 "$SCDINO" st.nml
 expect_grep "stage: shards -> stage: 3 shard\(s\), [0-9.]+ MiB: 3 copied \([0-9.]+ MiB at [0-9]+ MiB/s\), 0 reused"
+expect_grep "data: [0-9.]+ MiB of images read from the stage stage by rank 0 in the epoch, [0-9]+ MiB/s"
 ckpt_same plain/checkpoint.h5 st/checkpoint.h5
 nchecks=$((nchecks + 2))
 cmp -s shards/shard-00001.h5 stage/shard-00001.h5 && cmp -s shards/manifest.h5 stage/manifest.h5 || fail "the stage is not a copy"
