@@ -107,6 +107,7 @@ void vit_pass_plan(struct vit_pass *p, const struct vit *v, struct arena *a, con
     memset(p, 0, sizeof *p);
     p->blk = xcalloc((size_t)nb, sizeof *p->blk);
   }
+  SCD_ASSERT(p->blk != NULL); /* placing follows a counting call on the same pass */
   p->Bmax = Bmax;
   p->H = H;
   p->W = W;

@@ -159,8 +159,7 @@ void restart_check_deck(const char *ckpt, const char *old_echo, const struct con
   char arith[sizeof ((struct ckpt_info *)0)->arithmetic];
   ops->arithmetic(arith, sizeof arith);
   if (old_arith[0] && strcmp(old_arith, arith) && cused < nchanges)
-    cused += (size_t)snprintf(changes + cused, nchanges - cused, "%sarithmetic \"%s\" -> \"%s\"", cused ? "; " : "",
-                              old_arith, arith);
+    snprintf(changes + cused, nchanges - cused, "%sarithmetic \"%s\" -> \"%s\"", cused ? "; " : "", old_arith, arith);
   if (old_arith[0] && strcmp(old_arith, arith))
     log_warn("restart: the run that wrote %s computed on \"%s\", this one on \"%s\": other kernels round "
              "differently, so the run continues correctly but not bit-identical to an uninterrupted one",
