@@ -246,8 +246,10 @@ const double *dataset_std(const struct dataset *ds) { return ds->std; }
 
 uint64_t dataset_fingerprint(const struct dataset *ds) {
   uint64_t h = HASH_FNV1A_INIT;
-  const int64_t dims[6] = {ds->n, ds->C, ds->H, ds->W, ds->dtype, ds->nclasses};
-  h = hash_fnv1a(h, dims, sizeof dims);
+  char dims[128];
+  const int len = snprintf(dims, sizeof dims, "%lld %d %d %d %d %d", (long long)ds->n, ds->C, ds->H, ds->W, ds->dtype,
+                           ds->nclasses);
+  h = hash_fnv1a(h, dims, (size_t)len);
   h = hash_fnv1a(h, ds->labels, (size_t)ds->n * sizeof *ds->labels);
   h = hash_fnv1a(h, ds->mean, (size_t)ds->C * sizeof *ds->mean);
   h = hash_fnv1a(h, ds->std, (size_t)ds->C * sizeof *ds->std);
