@@ -165,15 +165,17 @@ void fs_mem_commit(struct fs_mem *t, const char *what, const char *final_path) {
 int fs_file_fnv1a(const char *path, uint64_t *sum, long long *bytes) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  static _Thread_local unsigned char buf[1 << 20];
+  const size_t cap = (size_t)1 << 20;
+  unsigned char *buf = xmalloc(cap);
   uint64_t h = HASH_FNV1A_INIT;
   long long n = 0;
   for (;;) {
-    const ssize_t r = read(fd, buf, sizeof buf);
+    const ssize_t r = read(fd, buf, cap);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       const int e = errno;
       close(fd);
+      free(buf);
       errno = e;
       return -1;
     }
@@ -182,6 +184,7 @@ int fs_file_fnv1a(const char *path, uint64_t *sum, long long *bytes) {
     n += r;
   }
   close(fd);
+  free(buf);
   *sum = h;
   *bytes = n;
   return 0;

@@ -38,12 +38,13 @@ static int copy_file(const char *src, const char *tmp, uint64_t *sum, long long 
     close(in);
     return -1;
   }
-  static unsigned char buf[1 << 22];
+  const size_t cap = (size_t)1 << 22;
+  unsigned char *buf = xmalloc(cap);
   uint64_t h = HASH_FNV1A_INIT;
   long long done = 0;
   int rc = 0;
   for (;;) {
-    const ssize_t r = read(in, buf, sizeof buf);
+    const ssize_t r = read(in, buf, cap);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       snprintf(why, n, "cannot read %s: %s", src, strerror(errno));
@@ -76,18 +77,16 @@ static int copy_file(const char *src, const char *tmp, uint64_t *sum, long long 
     rc = -1;
   }
   close(in);
+  free(buf);
   *sum = h;
   *bytes = done;
   return rc;
 }
 
-/* Whether path holds the shard the record describes (size only without checks). */
-static int intact(const char *path, const struct shard_list *l, int64_t k) {
+/* Whether path holds the shard the record describes (its size `want` only, without checks). */
+static int intact(const char *path, const struct shard_list *l, int64_t k, long long want) {
   if (!fs_exists(path)) return 0;
-  if (!l->has_checks) {
-    const long long b = fs_file_size(path);
-    return b >= 0;
-  }
+  if (!l->has_checks) return fs_file_size(path) == want;
   uint64_t h;
   long long b;
   return fs_file_fnv1a(path, &h, &b) == 0 && b == l->bytes[k] && h == l->fnv1a[k];
@@ -114,7 +113,7 @@ static int stage_node(const struct config *cfg, char *why, size_t n) {
     fs_join(to, sizeof to, dst, l.files[k]);
     const long long want = l.has_checks ? l.bytes[k] : fs_file_size(from);
     total_bytes += want > 0 ? want : 0;
-    if (intact(to, &l, k) && (l.has_checks || fs_file_size(to) == want)) {
+    if (intact(to, &l, k, want)) {
       reused++;
       progress_update(&prog, k + 1, (double)total_bytes);
       continue;
