@@ -1,10 +1,13 @@
 /* bench/knn_bench.c - speed of the kNN evaluation: n_test x n_train L2-normalised features of
  * dimension D (default 100k x 20k x 384, ks 5,10,50,100,200,500), total seconds, the GFLOP/s of
- * its similarity GEMM, and a plain cblas_sgemm of the same shape in the same row blocks.
+ * its similarity GEMM, and on the CPU a plain cblas_sgemm of the same shape in the same row blocks.
  *
  *   knn_bench [--test N] [--train N] [--dim D] [--classes C] [--threads T] [--block-mb MB]
- *             [--repeat R]
- * One process; threads via --threads (else OMP_NUM_THREADS / OpenBLAS default). */
+ *             [--repeat R] [--device cpu|cuda]
+ * One process; threads via --threads (else OMP_NUM_THREADS / OpenBLAS default).  --device cuda
+ * (CUDA builds): the similarity GEMMs and the neighbour selection on the GPU (knn_set_ops), the
+ * votes on the host, as calculation='knn' runs there; --block-mb is then the GPU's similarity
+ * scratch (default 512). */
 #include "build_config.h"
 
 #include <cblas.h>
@@ -22,10 +25,13 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/rng.h"
+#ifdef HAVE_CUDA
+#include "cuda/backend_cuda.h"
+#endif
 
 static void usage(void) {
   fprintf(stderr, "usage: knn_bench [--test N] [--train N] [--dim D] [--classes C] [--threads T] "
-                  "[--block-mb MB] [--repeat R]\n");
+                  "[--block-mb MB] [--repeat R] [--device cpu|cuda]\n");
   exit(2);
 }
 
@@ -43,9 +49,18 @@ static void make_rows(float *x, int32_t *lab, int64_t n, int d, int C, const flo
 }
 
 int main(int argc, char **argv) {
-  long n_test = 100000, n_train = 20000, d = 384, C = 8, threads = 0, block_mb = 64, repeat = 1;
+  long n_test = 100000, n_train = 20000, d = 384, C = 8, threads = 0, block_mb = 0, repeat = 1;
+  int gpu = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 >= argc) usage();
+    if (!strcmp(argv[i], "--device")) {
+      if (!strcmp(argv[i + 1], "cuda"))
+        gpu = 1;
+      else if (strcmp(argv[i + 1], "cpu"))
+        usage();
+      i++;
+      continue;
+    }
     long v = strtol(argv[i + 1], NULL, 10);
     if (!strcmp(argv[i], "--test")) n_test = v;
     else if (!strcmp(argv[i], "--train")) n_train = v;
@@ -57,6 +72,7 @@ int main(int argc, char **argv) {
     else usage();
     i++;
   }
+  if (block_mb == 0) block_mb = gpu ? 512 : 64;
   if (n_test < 1 || n_train < 1 || d < 1 || C < 1 || block_mb < 1 || repeat < 1) usage();
 #ifdef _OPENMP
   if (threads > 0) omp_set_num_threads((int)threads);
@@ -66,6 +82,23 @@ int main(int argc, char **argv) {
   if (threads > 0) openblas_set_num_threads((int)threads);
 #endif
   log_init(0, 1);
+  char devname[300] = "CPU";
+  if (gpu) {
+#ifdef HAVE_CUDA
+    const struct ops *o = backend_cuda_for("fp32");
+    if (!o) {
+      fprintf(stderr, "knn_bench: --device cuda: no usable GPU: %s\n", backend_cuda_why_not());
+      return 77;
+    }
+    knn_set_ops(o);
+    struct backend_cuda_info info;
+    backend_cuda_info(&info);
+    snprintf(devname, sizeof devname, "%s", info.name);
+#else
+    fprintf(stderr, "knn_bench: --device cuda: this build has no CUDA backend\n");
+    return 2;
+#endif
+  }
 
   float *centres = xmalloc(MUL_SIZE((size_t)C, (size_t)d) * sizeof(float));
   struct rng r;
@@ -85,15 +118,15 @@ int main(int argc, char **argv) {
   if (block < 1) block = 1;
   if (block > n_test) block = n_test;
   printf("# knn_bench: %ld test x %ld reference rows, D = %ld, %ld classes, k = 5,10,50,100,200,500, "
-         "T = 0.1, %ld thread%s, blocks of %lld test rows (%ld MiB)\n",
-         n_test, n_train, d, C, threads, threads == 1 ? "" : "s", (long long)block, block_mb);
+         "T = 0.1, on %s, %ld thread%s, similarity scratch %ld MiB\n",
+         n_test, n_train, d, C, devname, threads, threads == 1 ? "" : "s", block_mb);
   printf("# %-22s %10s %10s %10s %12s\n", "what", "seconds", "gemm s", "select s", "GEMM GFLOP/s");
 
   knn_set_block_bytes(block_bytes);
   char notes[160];
-  snprintf(notes, sizeof notes, "%ld test x %ld reference rows, D=%ld, 6 values of k, %ld thread(s)", n_test, n_train,
-           d, threads);
-  double best_t = 0, best_gemm = 0, best_sgemm = 0;
+  snprintf(notes, sizeof notes, "%ld test x %ld reference rows, D=%ld, 6 values of k, %s", n_test, n_train, d,
+           gpu ? devname : "CPU");
+  double best_t = 0, best_gemm = 0, best_sel = 0, best_sgemm = 0;
   for (long it = 0; it < repeat; it++) {
     struct knn_result res;
     double t0 = wtime();
@@ -104,6 +137,7 @@ int main(int argc, char **argv) {
     if (it == 0 || t < best_t) {
       best_t = t;
       best_gemm = res.seconds_gemm;
+      best_sel = res.seconds_select;
     }
     if (it == 0)
       printf("# top1 %% per k: %.2f %.2f %.2f %.2f %.2f %.2f\n", res.top1[0], res.top1[1], res.top1[2],
@@ -111,6 +145,13 @@ int main(int argc, char **argv) {
     knn_result_free(&res);
   }
 
+  if (gpu) {
+    bench_result("knn_gpu", "time", best_t, "s", "%s", notes);
+    bench_result("knn_gpu", "gemm_gflops", flop / best_gemm * 1e-9, "GFLOP/s", "fp32 similarity GEMMs on the GPU");
+    bench_result("knn_gpu", "select_time", best_sel, "s", "neighbour selection on the GPU, lists back, votes");
+    free(centres), free(train), free(test), free(tl), free(tel);
+    return 0;
+  }
   /* The same GEMM alone: the same row blocks into the same scratch, nothing else. */
   float *sim = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)n_train), sizeof(float)));
   for (long it = 0; it < repeat; it++) {

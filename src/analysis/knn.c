@@ -1,8 +1,9 @@
-/* knn.c - weighted kNN classification of feature rows: blocked similarity GEMM, partial top-k
- * selection, exponential class votes, and the accuracy / per-class metrics (rules in knn.h). */
+/* knn.c - weighted kNN classification of feature rows: neighbour lists by blocks of test rows (on
+ * the CPU or the GPU, over the ranks' shares of the reference rows, merged by an MPI reduction),
+ * exponential class votes, and the accuracy / per-class metrics (rules in knn.h). */
 #include "build_config.h"
 
-#include <cblas.h>
+#include <mpi.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -11,22 +12,36 @@
 #include <string.h>
 
 #include "analysis/knn.h"
+#include "analysis/knn_lists.h"
+#ifdef HAVE_CUDA
+#include "analysis/knn_gpu.h"
+#include "cuda/knn_kernels.h"
+#endif
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/progress.h"
 
-/* Similarity scratch per block of test rows: enough rows for an efficient GEMM, while 100k test
- * rows against 20k reference rows never need more than this much memory. */
-static size_t knn_block_bytes = (size_t)64 << 20;
+/* Similarity scratch per block of test rows (0: 64 MiB on the CPU, 512 MiB on the GPU): enough
+ * rows for an efficient GEMM, while the memory stays bounded whatever the row counts. */
+static size_t knn_block_bytes;
 
 void knn_set_block_bytes(size_t bytes) { knn_block_bytes = bytes; }
+
+/* Test rows per block (0: from knn_block_bytes). */
+static int64_t knn_block_rows;
+
+void knn_set_block_rows(int64_t rows) { knn_block_rows = rows > 0 ? rows : 0; }
+
+/* The backend of the similarity GEMM and the selection: NULL for the CPU, else the CUDA table. */
+static const struct ops *knn_ops;
+
+void knn_set_ops(const struct ops *ops) { knn_ops = ops && strcmp(ops->name, "cpu") ? ops : NULL; }
 
 static struct {
   char label[128];
   double seconds;
-  int64_t total; /* test rows on all ranks (knn_evaluate_rows), 0: this rank's only */
-} prog = {"", -1.0, 0};
+} prog = {"", -1.0};
 
 void knn_set_progress(const char *label, double seconds) {
   snprintf(prog.label, sizeof prog.label, "%s", label ? label : "");
@@ -86,112 +101,68 @@ void knn_result_free(struct knn_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* ---- Neighbour selection -------------------------------------------------------------------- */
+/* ---- Neighbour lists: where they are computed --------------------------------------------------- */
 
-struct nb {
-  float s;     /* similarity */
-  int64_t pos; /* reference row */
+/* The lists of a block of test rows against this rank's reference rows, on the CPU or the GPU. */
+struct engine {
+  const float *ref;      /* [n_ref][d], host */
+  int64_t n_ref, pos0;   /* this rank's reference rows and the position of the first */
+  int d, kmax;
+  size_t sim_bytes;
+  int64_t block_rows;    /* test rows per call: the same on every rank */
+#ifdef HAVE_CUDA
+  struct knn_gpu *gpu;
+#endif
 };
 
-/* a is farther than b: lower similarity, or equal similarity and later in the reference order. */
-static inline int nb_farther(const struct nb *a, const struct nb *b) {
-  return a->s < b->s || (a->s == b->s && a->pos > b->pos);
+/* n_ref_max: the most reference rows any rank holds (the block size must agree over the ranks). */
+static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64_t n_ref_max, int64_t pos0, int d,
+                        int kmax) {
+  memset(e, 0, sizeof *e);
+  e->ref = ref;
+  e->n_ref = n_ref;
+  e->pos0 = pos0;
+  e->d = d;
+  e->kmax = kmax;
+  int gpu = 0;
+#ifdef HAVE_CUDA
+  gpu = knn_ops != NULL && kmax <= KK_MAX_K;
+  if (knn_ops != NULL && !gpu)
+    log_warn("kNN: the largest k (%d) exceeds the GPU selection's %d: neighbours are selected on the CPU", kmax,
+             KK_MAX_K);
+#endif
+  e->sim_bytes = knn_block_bytes ? knn_block_bytes : gpu ? (size_t)512 << 20 : (size_t)64 << 20;
+  int64_t cols = n_ref_max > 0 ? n_ref_max : 1;
+#ifdef HAVE_CUDA
+  if (gpu && cols > KNN_GPU_TILE) cols = KNN_GPU_TILE;
+#endif
+  e->block_rows = knn_block_rows ? knn_block_rows : (int64_t)(e->sim_bytes / ((size_t)cols * sizeof(float)));
+  if (e->block_rows < 1) e->block_rows = 1;
+#ifdef HAVE_CUDA
+  if (gpu && n_ref > 0) e->gpu = knn_gpu_create(knn_ops, ref, n_ref, d, kmax, e->block_rows);
+#endif
+  (void)gpu;
 }
 
-static inline void nb_swap(struct nb *a, struct nb *b) {
-  struct nb t = *a;
-  *a = *b;
-  *b = t;
-}
-
-/* Put the nearer-first median of a[lo], a[mid], a[hi] at a[mid] (the pivot). */
-static inline void nb_median3(struct nb *a, int64_t lo, int64_t mid, int64_t hi) {
-  if (nb_farther(&a[lo], &a[mid])) nb_swap(&a[lo], &a[mid]);
-  if (nb_farther(&a[mid], &a[hi])) nb_swap(&a[mid], &a[hi]);
-  if (nb_farther(&a[lo], &a[mid])) nb_swap(&a[lo], &a[mid]);
-}
-
-/* Hoare partition of a[lo..hi] around the pivot value p, nearer first; on return a[lo..*j] are
- * not farther than p and a[*i..hi] not nearer. */
-static inline void nb_partition(struct nb *a, int64_t lo, int64_t hi, struct nb p, int64_t *pi, int64_t *pj) {
-  int64_t i = lo, j = hi;
-  while (i <= j) {
-    while (nb_farther(&p, &a[i])) i++;
-    while (nb_farther(&a[j], &p)) j--;
-    if (i <= j) {
-      nb_swap(&a[i], &a[j]);
-      i++;
-      j--;
-    }
+static void engine_lists(struct engine *e, const float *test, int64_t n, struct knn_nb *lists, struct knn_result *r) {
+#ifdef HAVE_CUDA
+  if (e->gpu) {
+    knn_gpu_select(e->gpu, test, n, e->pos0, lists, &r->seconds_gemm, &r->seconds_select);
+    return;
   }
-  *pi = i;
-  *pj = j;
+#endif
+  knn_select_cpu(e->ref, e->n_ref, e->pos0, test, n, e->d, e->kmax, lists, e->sim_bytes, &r->seconds_gemm,
+                 &r->seconds_select);
 }
 
-/* Reorder a[0..n) so that a[0..k) are its k nearest, in no particular order (quickselect; keys
- * are unique because positions are). */
-static void nb_select(struct nb *a, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  const int64_t t = k - 1;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2, i, j;
-    nb_median3(a, lo, mid, hi);
-    nb_partition(a, lo, hi, a[mid], &i, &j);
-    if (t <= j)
-      hi = j;
-    else if (t >= i)
-      lo = i;
-    else
-      return;
-  }
+static void engine_close(struct engine *e) {
+#ifdef HAVE_CUDA
+  knn_gpu_destroy(e->gpu);
+#endif
+  memset(e, 0, sizeof *e);
 }
 
-/* Sort a[0..n) nearest first (quicksort, insertion sort for short runs). */
-static void nb_sort(struct nb *a, int64_t n) {
-  while (n > 16) {
-    int64_t i, j;
-    nb_median3(a, 0, n / 2, n - 1);
-    nb_partition(a, 0, n - 1, a[n / 2], &i, &j);
-    /* recurse into the shorter side, loop on the longer */
-    if (j + 1 < n - i) {
-      nb_sort(a, j + 1);
-      a += i;
-      n -= i;
-    } else {
-      nb_sort(a + i, n - i);
-      n = j + 1;
-    }
-  }
-  for (int64_t i = 1; i < n; i++) {
-    struct nb v = a[i];
-    int64_t j = i;
-    for (; j > 0 && nb_farther(&a[j - 1], &v); j--) a[j] = a[j - 1];
-    a[j] = v;
-  }
-}
-
-/* The kmax nearest of the n similarities s, nearest first, into buf (capacity cap > kmax).
- * Rows are scanned in reference order and kept while they beat the farthest of the best kmax
- * found so far; when buf fills up it is cut back to its kmax nearest.  A later row with a
- * similarity equal to that threshold is farther (later in the order), so "s > threshold" is the
- * exact test. */
-static void select_nearest(const float *s, int64_t n, int64_t kmax, struct nb *buf, int64_t cap) {
-  int64_t m = 0;
-  float thr = -INFINITY;
-  for (int64_t j = 0; j < n; j++) {
-    if (!(s[j] > thr)) continue;
-    buf[m].s = s[j];
-    buf[m].pos = j;
-    if (++m < cap) continue;
-    nb_select(buf, m, kmax);
-    m = kmax;
-    thr = buf[0].s;
-    for (int64_t i = 1; i < kmax; i++)
-      if (buf[i].s < thr) thr = buf[i].s;
-  }
-  if (m > kmax) nb_select(buf, m, kmax);
-  nb_sort(buf, kmax);
-}
+/* ---- Votes ------------------------------------------------------------------------------------ */
 
 /* Best and second-best voted classes (higher score first, lower class number on a tie). */
 static void rank_two(const double *score, const unsigned char *voted, int C, int *best, int *second) {
@@ -220,90 +191,90 @@ static void order_by_k(const struct knn_result *r, int *ord) {
     }
 }
 
-void knn_accumulate(struct knn_result *r, const float *train, const int32_t *train_labels,
-                    const float *test, const int32_t *test_labels, int64_t n_test, int d) {
-  if (n_test <= 0) return;
-  const int64_t n_train = r->n_train;
-  const int nk = r->nk, C = r->nclasses;
-  SCD_ASSERT(d > 0 && n_train <= INT_MAX && d <= INT_MAX);
+static int64_t kmax_of(const struct knn_result *r) {
   int64_t kmax = 0;
-  for (int j = 0; j < nk; j++)
+  for (int j = 0; j < r->nk; j++)
     if (r->k_used[j] > kmax) kmax = r->k_used[j];
+  return kmax;
+}
+
+/* Add the votes of n test rows, given their complete lists [n][kmax] (every entry a reference row). */
+static void vote_rows(struct knn_result *r, const struct knn_nb *lists, int kmax, const int32_t *train_labels,
+                      const int32_t *test_labels, int64_t n) {
+  const int nk = r->nk, C = r->nclasses;
   int *ord = xmalloc((size_t)nk * sizeof *ord);
   order_by_k(r, ord);
-  /* Selection buffer: room for kmax kept rows and as many candidates again (at least 256). */
-  const int64_t cap = kmax + (kmax > 256 ? kmax : 256);
-
-  int64_t block = (int64_t)(knn_block_bytes / ((size_t)n_train * sizeof(float)));
-  if (block < 1) block = 1;
-  if (block > n_test) block = n_test;
-  float *sim = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)n_train), sizeof(float)));
-  int32_t *pred = xmalloc(MUL_SIZE((size_t)block, (size_t)nk) * sizeof *pred);
-  unsigned char *hit2 = xmalloc(MUL_SIZE((size_t)block, (size_t)nk));
+  int32_t *pred = xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk) * sizeof *pred);
+  unsigned char *hit2 = xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk));
   const double temperature = r->temperature;
-  /* Rank 0's progress stands for every rank's (the shares differ by one row at most). */
-  struct progress pg;
-  char label[160];
-  snprintf(label, sizeof label, "kNN on %s", prog.label);
-  progress_start(&pg, label, "test rows", prog.total > 0 ? prog.total : n_test, n_test, prog.seconds);
-
-  for (int64_t b0 = 0; b0 < n_test; b0 += block) {
-    const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
-    /* sim = test_block . train^T */
-    double t0 = wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb_rows, (int)n_train, d, 1.0f,
-                test + (size_t)b0 * (size_t)d, d, train, d, 0.0f, sim, (int)n_train);
-    double t1 = wtime();
-    r->seconds_gemm += t1 - t0;
 #pragma omp parallel
-    {
-      struct nb *h = xmalloc((size_t)cap * sizeof *h);
-      double *score = xmalloc((size_t)C * sizeof *score);
-      unsigned char *voted = xmalloc((size_t)C);
+  {
+    double *score = xmalloc((size_t)C * sizeof *score);
+    unsigned char *voted = xmalloc((size_t)C);
 #pragma omp for schedule(dynamic, 8)
-      for (int64_t i = 0; i < nb_rows; i++) {
-        select_nearest(sim + (size_t)i * (size_t)n_train, n_train, kmax, h, cap);
-        memset(score, 0, (size_t)C * sizeof *score);
-        memset(voted, 0, (size_t)C);
-        const int truth = test_labels[b0 + i];
-        const double s1 = (double)h[0].s;
-        int jk = 0;
-        for (int64_t m = 0; m < kmax && jk < nk; m++) {
-          const int c = train_labels[h[m].pos];
-          score[c] += exp(((double)h[m].s - s1) / temperature);
-          voted[c] = 1;
-          for (; jk < nk && r->k_used[ord[jk]] == m + 1; jk++) {
-            int best, second;
-            rank_two(score, voted, C, &best, &second);
-            const int j = ord[jk];
-            pred[i * nk + j] = best;
-            hit2[i * nk + j] = truth == best || (r->k[j] >= 2 && second >= 0 && truth == second);
-          }
+    for (int64_t i = 0; i < n; i++) {
+      const struct knn_nb *h = lists + (size_t)i * (size_t)kmax;
+      memset(score, 0, (size_t)C * sizeof *score);
+      memset(voted, 0, (size_t)C);
+      const int truth = test_labels[i];
+      const double s1 = (double)h[0].s;
+      int jk = 0;
+      for (int64_t m = 0; m < kmax && jk < nk; m++) {
+        const int c = train_labels[h[m].pos];
+        score[c] += exp(((double)h[m].s - s1) / temperature);
+        voted[c] = 1;
+        for (; jk < nk && r->k_used[ord[jk]] == m + 1; jk++) {
+          int best, second;
+          rank_two(score, voted, C, &best, &second);
+          const int j = ord[jk];
+          pred[i * nk + j] = best;
+          hit2[i * nk + j] = truth == best || (r->k[j] >= 2 && second >= 0 && truth == second);
         }
       }
-      free(h);
-      free(score);
-      free(voted);
     }
-    for (int64_t i = 0; i < nb_rows; i++) {
-      const int truth = test_labels[b0 + i];
-      SCD_ASSERT(truth >= 0 && truth < C);
-      for (int j = 0; j < nk; j++) {
-        const int p = pred[i * nk + j];
-        r->top1_correct[j] += p == truth;
-        r->top2_correct[j] += hit2[i * nk + j];
-        r->confusion[((size_t)j * (size_t)C + (size_t)truth) * (size_t)C + (size_t)p]++;
-      }
-    }
-    *r->n_test += nb_rows;
-    r->seconds_select += wtime() - t1;
-    progress_update(&pg, b0 + nb_rows, 0);
+    free(score);
+    free(voted);
   }
-  progress_end(&pg);
-  free(sim);
+  for (int64_t i = 0; i < n; i++) {
+    const int truth = test_labels[i];
+    SCD_ASSERT(truth >= 0 && truth < C);
+    for (int j = 0; j < nk; j++) {
+      const int p = pred[i * nk + j];
+      r->top1_correct[j] += p == truth;
+      r->top2_correct[j] += hit2[i * nk + j];
+      r->confusion[((size_t)j * (size_t)C + (size_t)truth) * (size_t)C + (size_t)p]++;
+    }
+  }
+  *r->n_test += n;
   free(pred);
   free(hit2);
   free(ord);
+}
+
+void knn_accumulate(struct knn_result *r, const float *train, const int32_t *train_labels,
+                    const float *test, const int32_t *test_labels, int64_t n_test, int d) {
+  if (n_test <= 0) return;
+  SCD_ASSERT(d > 0 && r->n_train <= INT32_MAX);
+  const int kmax = (int)kmax_of(r);
+  struct engine e;
+  engine_open(&e, train, r->n_train, r->n_train, 0, d, kmax);
+  const int64_t block = e.block_rows < n_test ? e.block_rows : n_test;
+  struct knn_nb *lists = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)kmax), sizeof *lists));
+  struct progress pg;
+  char label[160];
+  snprintf(label, sizeof label, "kNN on %s", prog.label);
+  progress_start(&pg, label, "test rows", n_test, n_test, prog.seconds);
+  for (int64_t b0 = 0; b0 < n_test; b0 += block) {
+    const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
+    engine_lists(&e, test + (size_t)b0 * (size_t)d, nb_rows, lists, r);
+    double t0 = wtime();
+    vote_rows(r, lists, kmax, train_labels, test_labels + b0, nb_rows);
+    r->seconds_select += wtime() - t0;
+    progress_update(&pg, b0 + nb_rows, 0);
+  }
+  progress_end(&pg);
+  engine_close(&e);
+  free(lists);
 }
 
 void knn_result_allreduce(struct knn_result *r) {
@@ -355,37 +326,85 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
   knn_result_finish(r);
 }
 
-/* Copy rows rows[0..n-1] of x [.][d] into a contiguous [n][d] matrix, labels alongside. */
-static float *gather_rows(const float *x, int d, const int32_t *labels, const int64_t *rows, int64_t n,
-                          int32_t **lab_out) {
-  float *m = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(n ? n : 1), (size_t)d), sizeof(float)));
-  int32_t *l = xmalloc((size_t)(n ? n : 1) * sizeof *l);
-  for (int64_t i = 0; i < n; i++) {
+/* Copy rows rows[0..n-1] of x [.][d] into a contiguous [n][d] matrix. */
+static void gather_rows(float *m, const float *x, int d, const int64_t *rows, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
     memcpy(m + (size_t)i * (size_t)d, x + (size_t)rows[i] * (size_t)d, (size_t)d * sizeof(float));
-    l[i] = labels[rows[i]];
-  }
-  *lab_out = l;
-  return m;
+}
+
+/* MPI reduction of neighbour lists: one element is one row's list of kmax entries (the datatype's
+ * size says kmax); the merge gives the same set whatever the order, so the reduction tree does
+ * not matter. */
+static void lists_merge_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  int bytes = 0;
+  MPI_Type_size(*type, &bytes);
+  const int kmax = bytes / (int)sizeof(struct knn_nb);
+  for (int i = 0; i < *len; i++)
+    knn_lists_merge((const struct knn_nb *)in + (size_t)i * (size_t)kmax, (struct knn_nb *)inout + (size_t)i * (size_t)kmax,
+                    kmax);
 }
 
 void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,
                        struct knn_result *r) {
-  int32_t *train_lab, *test_lab;
-  float *train = gather_rows(x, d, labels, train_rows, n_train, &train_lab);
-  /* This rank's contiguous share of the test rows. */
+  SCD_ASSERT(n_train <= INT32_MAX);
   const int rank = comm_rank(), size = comm_size();
-  const int64_t lo = n_test * rank / size, hi = n_test * (rank + 1) / size;
-  float *test = gather_rows(x, d, labels, test_rows + lo, hi - lo, &test_lab);
+  /* Every rank's reference labels, its share of the reference rows, and every test row in blocks:
+   * the lists of a block against each share are merged on the block's owner (blocks in turn), which
+   * votes. */
+  int32_t *train_lab = xmalloc((size_t)(n_train ? n_train : 1) * sizeof *train_lab);
+  for (int64_t i = 0; i < n_train; i++) train_lab[i] = labels[train_rows[i]];
   knn_result_init(r, nclasses, k, nk, temperature, train_lab, n_train);
-  prog.total = n_test;
-  knn_accumulate(r, train, train_lab, test, test_lab, hi - lo, d);
-  prog.total = 0;
+  const int64_t lo = n_train * rank / size, hi = n_train * (rank + 1) / size;
+  const int64_t share_max = (n_train + size - 1) / size;
+  float *ref = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(hi > lo ? hi - lo : 1), (size_t)d), sizeof(float)));
+  gather_rows(ref, x, d, train_rows + lo, hi - lo);
+  const int kmax = (int)kmax_of(r);
+  struct engine e;
+  engine_open(&e, ref, hi - lo, share_max, lo, d, kmax);
+  const int64_t block = e.block_rows < n_test ? e.block_rows : (n_test > 0 ? n_test : 1);
+  float *test = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)d), sizeof(float)));
+  int32_t *test_lab = xmalloc((size_t)block * sizeof *test_lab);
+  struct knn_nb *lists = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)kmax), sizeof *lists));
+  MPI_Datatype row_type = MPI_DATATYPE_NULL;
+  MPI_Op merge = MPI_OP_NULL;
+  if (size > 1) {
+    CHECK_MPI(MPI_Type_contiguous((int)((size_t)kmax * sizeof(struct knn_nb)), MPI_BYTE, &row_type));
+    CHECK_MPI(MPI_Type_commit(&row_type));
+    CHECK_MPI(MPI_Op_create(lists_merge_op, 1, &merge));
+  }
+  struct progress pg;
+  char label[160];
+  snprintf(label, sizeof label, "kNN on %s", prog.label);
+  progress_start(&pg, label, "test rows", n_test, n_test, prog.seconds);
+  for (int64_t b0 = 0, blk = 0; b0 < n_test; b0 += block, blk++) {
+    const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
+    const int owner = (int)(blk % size);
+    gather_rows(test, x, d, test_rows + b0, nb_rows);
+    engine_lists(&e, test, nb_rows, lists, r);
+    double t0 = wtime();
+    if (size > 1)
+      CHECK_MPI(MPI_Reduce(rank == owner ? MPI_IN_PLACE : lists, lists, (int)nb_rows, row_type, merge, owner,
+                           MPI_COMM_WORLD));
+    if (rank == owner) {
+      for (int64_t i = 0; i < nb_rows; i++) test_lab[i] = labels[test_rows[b0 + i]];
+      vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows);
+    }
+    r->seconds_select += wtime() - t0;
+    progress_update(&pg, b0 + nb_rows, 0);
+  }
+  progress_end(&pg);
+  if (size > 1) {
+    CHECK_MPI(MPI_Op_free(&merge));
+    CHECK_MPI(MPI_Type_free(&row_type));
+  }
+  engine_close(&e);
   knn_result_allreduce(r);
   knn_result_finish(r);
-  free(train);
-  free(train_lab);
+  free(lists);
   free(test);
   free(test_lab);
+  free(ref);
+  free(train_lab);
 }

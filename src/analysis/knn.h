@@ -3,9 +3,10 @@
  *
  * Method (doc/algorithm.md §8.3), for each test row q and each k:
  *   s_j = q . t_j for every reference (train) row t_j   (cosine: rows are L2-normalised); one
- *         cblas_sgemm per block of test rows, so memory stays bounded
- *   the k_used = min(k, n_train) most similar rows, by partial selection (candidates above a
- *         running threshold, cut back by quickselect; only the max-k nearest are sorted)
+ *         fp32 GEMM per block of test rows (and, on the GPU, per tile of reference rows), so
+ *         memory stays bounded
+ *   the k_used = min(k, n_train) most similar rows (analysis/knn_lists.h: partial selection on
+ *         the CPU, knn_select.c; a shared-memory selection kernel on the GPU, knn_gpu.c)
  *   w_j = exp(s_j / T); score(c) = sum of w_j over the neighbours of class c
  *   classes ranked by score; Top-1: the best class is the truth; Top-2: the truth is among the
  *   first min(2, k) ranked classes.
@@ -40,6 +41,7 @@
 
 #include "analysis/features_io.h"
 #include "input/config.h"
+#include "model/ops.h"
 
 /* calculation = 'knn' (knn_run.c; every rank); returns the exit status. */
 int knn_run(const struct config *cfg);
@@ -85,6 +87,9 @@ void knn_result_free(struct knn_result *r);
 /* Bytes of similarity scratch per block of test rows (default 64 MiB, at least one row per
  * block); tests cut the test rows into many blocks with small values, benchmarks try sizes. */
 void knn_set_block_bytes(size_t bytes);
+/* Test rows per block instead (&knn block_rows; 0: from the bytes above).  Every rank must set the
+ * same value: the blocks' lists are merged over the ranks. */
+void knn_set_block_rows(int64_t rows);
 
 /* Progress lines of knn_accumulate on rank 0 ("kNN on LABEL: DONE/TOTAL test rows ...", as
  * core/progress.h prints them), every `seconds` (0: after every block of test rows); none when
@@ -96,10 +101,18 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
                   const int32_t *test_labels, int64_t n_test, int d, int nclasses, const int64_t *k,
                   int nk, double temperature, struct knn_result *r);
 
+/* The similarity GEMM and the neighbour selection run on this backend: the CUDA table (the GPU
+ * path, for the largest k up to 2048) or NULL / the CPU table (the default).  The lists, and so
+ * the results, are the same on both for the same similarities (knn_lists.h). */
+void knn_set_ops(const struct ops *ops);
+
 /* Collective: evaluate the feature set x [n][d] (labels [n]) with reference rows train_rows and
- * test rows test_rows (row numbers into x).  The test rows are divided among the MPI ranks and
- * the counts summed, so every rank ends with the complete, finished result.  This is the entry
- * point for any feature set (trained network, baselines, a randomly initialised network). */
+ * test rows test_rows (row numbers into x).  Each MPI rank holds a contiguous share of the
+ * reference rows (1/size of them, on its GPU when there is one); the test rows go through in
+ * blocks, each rank finds a block's neighbours in its share, an MPI reduction merges the lists on
+ * the block's owner (blocks are owned in turn) and the owner votes; the counts are summed, so
+ * every rank ends with the complete, finished result, the same for any rank count.  This is the
+ * entry point for any feature set (trained network, baselines, a randomly initialised network). */
 void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,

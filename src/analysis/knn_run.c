@@ -11,6 +11,7 @@
 #include "analysis/features.h"
 #include "analysis/features_io.h"
 #include "analysis/knn.h"
+#include "backend/backend.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
@@ -124,6 +125,9 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
 
 int knn_run(const struct config *cfg) {
   progress_seconds = cfg->control.progress_seconds;
+  /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
+  knn_set_ops(backend_select(cfg));
+  knn_set_block_rows(cfg->knn.block_rows);
   const int nk = cfg->knn.n_k;
   if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
   int64_t k[16];

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/cli/knn.sh - `scdino deck` with calculation='knn' on a tiny shard set and features file: the
 # stdout table, knn.txt and knn.h5 (read back with h5py when it is there), the same report from
-# two ranks as from one (test rows and raw-pixel images are divided among the ranks), ranks that see
-# different directories, and an input error.
+# two ranks as from one (reference rows and raw-pixel images are divided among the ranks), and from
+# three in blocks of two test rows (&knn block_rows), ranks that see different directories, and an
+# input error.
 . "$top_srcdir/tests/lib.sh"
 scratch knn_sh
 "$top_builddir/tests/fixtures/knn_mkdata" . || exit 99
@@ -47,6 +48,13 @@ if [ "$MPIEXEC" != none ]; then
   for obj in trained/confusion trained/top2 raw_pixels/confusion raw_pixels/f1 raw_pixels/top1 k_used test_support; do
     h5diff run/knn.h5 run2/knn.h5 "/$obj" "/$obj" >/dev/null || fail "knn.h5 /$obj differs between 1 and 2 ranks"
   done
+  # Three ranks in blocks of 2 test rows: each rank holds 22 or 23 of the 67 reference rows (fewer
+  # than k = 67: lists padded, then merged), nine blocks owned in turn; the same report.
+  mkdir -p run3b && cp run/features_0002.h5 run3b/ || exit 99
+  deck run3b | sed 's|^&knn |\&knn block_rows = 2, |' >three.nml
+  expect_exit 0 $MPIEXEC -n 3 "$SCDINO" three.nml
+  nchecks=$((nchecks + 1))
+  sed 's/run3b\//run\//g' run3b/knn.txt | cmp -s - run/knn.txt || { fail "knn.txt differs between 1 and 3 ranks"; diff run/knn.txt run3b/knn.txt >&2; }
 fi
 
 # Ranks that see different files (a relative shard_dir, rank 1 started in another directory): rank 0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/emu/order.sh - the emulated GPU op, augmentation, reference-model and training tests again
+# tests/emu/order.sh - the emulated GPU op, augmentation, reference-model, training and kNN tests again
 # with blocks, warps and lanes run last first, each warp on through its warp barriers
 # (SCDINO_EMU_ORDER=reverse, tests/emu/fiber.cc).  A kernel that lacks a __syncthreads between
 # threads writing and reading (or rewriting) shared memory can pass in the default order and fail in
@@ -7,7 +7,7 @@
 # order and finds 12 failures in this one.
 . "$top_srcdir/tests/lib.sh"
 scratch emu_order
-for t in gpu_ops gpu_augment gpu_model_ref gpu_train; do
+for t in gpu_ops gpu_augment gpu_model_ref gpu_train gpu_knn; do
   expect_exit 0 env SCDINO_EMU_ORDER=reverse "$top_builddir/tests/emu/$t"
   expect_grep ' checks, 0 failed$'
 done

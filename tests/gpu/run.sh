@@ -5,7 +5,7 @@
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin.tar.xz (or bin/) and debs/
 #   STAGE     tests | probe | bench | attnk | attn | torch | autotune | torchtanh | extra | train | busbw |
-#             e2e | features | goals | all (default
+#             e2e | features | knn | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer; ops and reference model again with the
@@ -35,6 +35,9 @@
 #             features  calculation='features' on the GPU: ViT-S/16 at 224 from 20000 synthetic
 #                    5 x 50 x 50 images (a one-step checkpoint first), batch_size 64 and 256, in
 #                    features.log
+#             knn    bench/knn_bench with the neighbour lists on the GPU: 100,000 reference x
+#                    25,000 test rows and 1,000,000 x 250,000, D = 384, six k up to 500, in
+#                    knn.log; the smaller on the host's CPU cores too, for the ratio
 #             busbw  scdino_allreduce_perf -B nccl on one rank (in-process NCCL times, 8 B - 1 GiB;
 #                    the time at 8 B is the kernel-launch latency floor), and on every GPU if >1
 #             goals  the goals at batch 64 in bf16 from results.txt (this run's or an earlier
@@ -60,7 +63,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features autotune goals"
+[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features knn autotune goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -179,6 +182,7 @@ if [[ " $stages " == *" tests "* ]]; then
   run_test test_gpu_train 300
   run_test test_gpu_augment 120
   run_test test_gpu_nccl 120
+  run_test test_gpu_knn 120
   run_test test_optim_update 120
   # the GEMMs tuned (&gpu gemm_tune): candidates timed on the real operands first
   run_test test_gpu_ops 300 tuned --gemm-tune
@@ -405,6 +409,29 @@ NML
   else
     note "scdino features: the training step for its checkpoint failed (features.log)"
   fi
+fi
+
+# ---- kNN at scale: the similarity GEMMs and the neighbour selection on the GPU ---------------------
+if [[ " $stages " == *" knn "* ]] && afford "knn_bench on the GPU" 60; then
+  echo "==== knn_bench" > "$out/knn.log"
+  shapes="100000:25000 1000000:250000"
+  [ "${SCDINO_GPU_E2E_SMALL:-0}" = 1 ] && shapes="3000:500"
+  for shape in $shapes; do
+    nref=${shape%:*} ntest=${shape#*:}
+    for dev in cuda cpu; do
+      # the CPU side only at the smaller shape (its time grows with the product)
+      [ "$dev" = cpu ] && [ "$nref" -gt 100000 ] && continue
+      afford "knn_bench $dev $nref x $ntest" 30 || continue
+      echo "==== knn_bench --device $dev --train $nref --test $ntest" >> "$out/knn.log"
+      if OMP_NUM_THREADS=$(nproc) timeout "$(limit 300)" "$bin/knn_bench" --device "$dev" --train "$nref" --test "$ntest" \
+        --dim 384 >> "$out/knn.log" 2>&1; then
+        name=knn; [ "$dev" = cuda ] && name=knn_gpu
+        note "kNN on $dev, $nref reference x $ntest test rows, D = 384: $(grep "^BENCH $name time" "$out/knn.log" | tail -1 | cut -d' ' -f4-5), GEMM $(grep "^BENCH $name gemm_gflops" "$out/knn.log" | tail -1 | cut -d' ' -f4-5)"
+      else
+        note "knn_bench --device $dev ($nref x $ntest): FAIL (knn.log)"
+      fi
+    done
+  done
 fi
 
 # ---- NCCL bus bandwidth ------------------------------------------------------------------------------

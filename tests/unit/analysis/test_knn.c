@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analysis/knn.h"
+#include "analysis/knn_lists.h"
 #include "core/rng.h"
 #include "tests/fixtures/testutil.h"
 
@@ -391,8 +392,53 @@ static void test_clusters(void) {
   rows_free(&s);
 }
 
+/* Neighbour lists of reference shares, merged, are the lists of the whole reference set (what the
+ * ranks of knn_evaluate_rows do): shares of every size, down to fewer rows than k and none, ties. */
+static void test_shares(void) {
+  const int d = 4, kmax = 9;
+  const int64_t n_ref = 25, n_test = 6;
+  float ref[25 * 4], test[6 * 4];
+  struct rng rg;
+  rng_init(&rg, 3, RNG_DOMAIN_TEST, 77, 0);
+  /* coarse values: many equal similarities, decided by position */
+  for (int i = 0; i < 25 * 4; i++) ref[i] = (float)rng_below(&rg, 3);
+  for (int i = 0; i < 6 * 4; i++) test[i] = (float)rng_below(&rg, 2);
+  struct knn_nb whole[6 * 9], part[6 * 9], acc[6 * 9];
+  double tg = 0, ts = 0;
+  knn_select_cpu(ref, n_ref, 0, test, n_test, d, kmax, whole, 64, &tg, &ts);
+  for (int i = 0; i < n_test; i++) { /* against a full sort of the similarities */
+    struct bf_nb all[25];
+    for (int j = 0; j < n_ref; j++) {
+      double sum = 0;
+      for (int e = 0; e < d; e++) sum += (double)test[i * d + e] * ref[j * d + e];
+      all[j].s = sum;
+      all[j].pos = j;
+    }
+    qsort(all, (size_t)n_ref, sizeof *all, bf_cmp_nb);
+    for (int m = 0; m < kmax; m++)
+      T_CHECK(whole[i * kmax + m].pos == all[m].pos && whole[i * kmax + m].s == (float)all[m].s,
+              "row %d neighbour %d: position %d, want %lld", i, m, whole[i * kmax + m].pos, (long long)all[m].pos);
+  }
+  const int nshares[] = {2, 3, 4, 7, 30};
+  for (int t = 0; t < 5; t++) {
+    const int R = nshares[t];
+    for (int r = 0; r < R; r++) {
+      const int64_t lo = n_ref * r / R, hi = n_ref * (r + 1) / R;
+      knn_select_cpu(ref + lo * d, hi - lo, lo, test, n_test, d, kmax, part, 1 << 20, &tg, &ts);
+      if (hi == lo) /* an empty share: empty lists */
+        T_CHECK(part[0].pos == KNN_NB_NONE_POS && part[kmax - 1].s == KNN_NB_NONE_S, "empty share's lists");
+      if (r == 0)
+        memcpy(acc, part, sizeof acc);
+      else
+        for (int i = 0; i < n_test; i++) knn_lists_merge(part + i * kmax, acc + i * kmax, kmax);
+    }
+    T_CHECK(memcmp(acc, whole, sizeof acc) == 0, "lists merged over %d shares differ from the whole set's", R);
+  }
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
+  test_shares();
   test_hand_metrics();
   test_ties();
   const int64_t k_default[] = {5, 10, 50, 100, 200, 500};
