@@ -103,7 +103,7 @@ void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit,
 
 float *features_compute(const struct features_net *net, const struct features_prep *prep,
                         struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
-                        int8_t *status, const char *what) {
+                        struct features_stream *stream, int8_t *status, const char *what) {
   const struct ops *ops = net->ops;
   const struct vit *v = &net->vit;
   const int D = v->d.dim, C = prep->nsel, oh = prep->oh, ow = prep->ow;
@@ -121,8 +121,14 @@ float *features_compute(const struct features_net *net, const struct features_pr
   struct membudget mb = {0};
   const int gpu = !strcmp(ops->name, "cuda");
   const double img_bytes = (double)C * oh * ow * sizeof(float);
-  membudget_add(&mb, (double)(all_ranks || rank == 0 ? n : mine) * D * sizeof(float) + (double)n, "the features",
-                "%lld images, the model's embed_dim %d", (long long)n, D);
+  /* streamed: this rank's batch, and rank 0's receive buffer; else the gathered rows */
+  const double kept_rows = stream ? (rank == 0 ? 2.0 * B : 3.0 * B) : (double)(all_ranks || rank == 0 ? n : mine);
+  if (stream)
+    membudget_add(&mb, kept_rows * D * sizeof(float) + (double)n, "the features (written as computed)",
+                  "batch_size = %d, the model's embed_dim %d", B, D);
+  else
+    membudget_add(&mb, kept_rows * D * sizeof(float) + (double)n, "the features", "%lld images, the model's embed_dim %d",
+                  (long long)n, D);
   membudget_add(&mb, 2.0 * B * (double)dataset_image_bytes(ds) + (gpu ? 0 : 2 * B * img_bytes), "image batches",
                 "batch_size = %d, features resize = %d x %d, the channels", B, oh, ow);
   if (!gpu)
@@ -154,11 +160,12 @@ float *features_compute(const struct features_net *net, const struct features_pr
   void *raws[2] = {xmalloc(MUL_SIZE((size_t)B, raw_bytes)), xmalloc(MUL_SIZE((size_t)B, raw_bytes))};
 
   const int gathered = all_ranks || rank == 0;
-  float *out = xcalloc(gathered ? MUL_SIZE((size_t)n, (size_t)D) : MUL_SIZE((size_t)mine, (size_t)D) + 1,
-                       sizeof(float));
+  /* streamed: one batch of rows at a time */
+  const size_t out_rows = stream ? (size_t)B : gathered ? (size_t)n : (size_t)mine;
+  float *out = xcalloc(MUL_SIZE(out_rows, (size_t)D) + 1, sizeof(float));
   int8_t *st = xcalloc(gathered ? (size_t)n + 1 : (size_t)mine + 1, 1);
   /* Where this rank's rows go: their final place when gathered here, else the start. */
-  float *my_out = gathered ? out + (size_t)lo * D : out;
+  float *my_out = stream ? out : gathered ? out + (size_t)lo * D : out;
   int8_t *my_st = gathered ? st + lo : st;
 
   /* Rank 0's progress stands for every rank's (the shares differ by a batch at most). */
@@ -189,7 +196,7 @@ float *features_compute(const struct features_net *net, const struct features_pr
       const int64_t left = mine - b0 - cnt;
       dataset_read_images(ds, idx + lo + b0 + cnt, (int)(left < B ? left : B), raws[(k + 1) % 2]);
     }
-    float *dst = my_out + (size_t)b0 * D;
+    float *dst = stream ? my_out : my_out + (size_t)b0 * D;
     ops->download(dst, cls_dev, (size_t)cnt * D * sizeof(float));
 #ifdef HAVE_CUDA
     if (fg) features_gpu_status(fg, my_st + b0, cnt);
@@ -198,9 +205,12 @@ float *features_compute(const struct features_net *net, const struct features_pr
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
     features_l2_normalize(dst, cnt, D);
+    if (stream) features_stream_rows(stream, lo + b0, cnt, dst);
     progress_update(&prog, b0 + cnt, 0);
   }
   progress_end(&prog);
+  /* before the statuses' gather: other ranks may wait for rank 0 to take their last batches */
+  if (stream) features_stream_drain(stream);
 
   free(raws[0]);
   free(raws[1]);
@@ -214,11 +224,11 @@ float *features_compute(const struct features_net *net, const struct features_pr
   vit_pass_free(&pass);
   arena_free(&a);
 
-  features_gather_rows(out, out, n, batch, (size_t)D * sizeof(float), all_ranks);
+  if (!stream) features_gather_rows(out, out, n, batch, (size_t)D * sizeof(float), all_ranks);
   features_gather_rows(st, st, n, batch, 1, all_ranks);
   if (gathered && status) memcpy(status, st, (size_t)n);
   free(st);
-  if (!gathered) {
+  if (!gathered || stream) {
     free(out);
     return NULL;
   }

@@ -31,6 +31,7 @@
 
 struct dataset;
 struct features;
+struct features_stream;
 
 #define FEATURES_MAX_CHANNELS 64
 
@@ -102,15 +103,34 @@ int64_t features_share_lo(int64_t n, int64_t unit, int rank, int size);
  * own rows in place in full; a rank that only sends passes them in `mine`. */
 void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit, size_t rowbytes, int all_ranks);
 
+/* ---- the features file written while it is computed (features_stream.c) -------------------- */
+
+/* Collective.  Rank 0 creates path's temporary file with a 'features' dataset of n rows of D, and
+ * writes every row handed to features_stream_rows on any rank: other ranks send theirs to rank 0
+ * batch by batch (at most two batches in flight each), and rank 0 writes what has arrived whenever
+ * it hands over rows of its own.  `batch` is the features_share_lo unit of the rows. */
+struct features_stream *features_stream_open(const char *path, int64_t n, int D, int batch);
+/* Rows [row0, row0 + cnt) of the global row order (at most one batch, this rank's own). */
+void features_stream_rows(struct features_stream *s, int64_t row0, int64_t cnt, const float *rows);
+/* Rank 0 writes the rows that have arrived (others: nothing). */
+void features_stream_poll(struct features_stream *s);
+/* Collective: every row handed over is written (rank 0) or sent (others). */
+void features_stream_drain(struct features_stream *s);
+/* Collective: rank 0 keeps the rows with keep[i] != 0 (in order; meta->n of them), writes meta
+ * (features_write_meta) and renames the file to path; the others pass NULLs.  Frees s. */
+void features_stream_close(struct features_stream *s, const struct features *meta, const unsigned char *keep);
+
 /* Collective: L2-normalised CLS features of net for the images idx[0..n-1] of ds, computed in
  * batches of `batch` rows of idx, whole batches per rank (so the values do not depend on the
- * number of ranks), and gathered in idx order on rank 0 (all_ranks = 0) or on every rank.
+ * number of ranks).  With a stream (features_stream_open with the same n and batch) each batch
+ * goes to the stream as it is done and nothing is kept (returns NULL; the stream is drained on
+ * return); else the rows are gathered in idx order on rank 0 (all_ranks = 0) or on every rank.
  * status (NULL: not wanted; else [n], filled where the features are) gets the FEATURES_PREP_*
  * result of each image; a non-finite image has a zero row.  Progress with an ETA is logged under
  * `what`.  Returns [n][D] malloc'd, NULL where not gathered. */
 float *features_compute(const struct features_net *net, const struct features_prep *prep,
                         struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
-                        int8_t *status, const char *what);
+                        struct features_stream *stream, int8_t *status, const char *what);
 
 /* ---- calculation='features' and the random-init baseline (features_run.c) -------------------- */
 

@@ -18,13 +18,9 @@
 
 /* ---- Writing -------------------------------------------------------------------------------- */
 
-void features_write(const char *path, const struct features *f) {
+void features_write_meta(hid_t fid, const struct features *f) {
   SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
-  struct h5util_image img;
-  hid_t fid = h5util_image_begin(path, &img);
-  hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
   hsize_t d1[1] = {(hsize_t)f->n};
-  h5util_dset_write(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
   h5util_dset_write(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
   h5util_dset_write(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
   h5util_dset_write_strs(fid, "paths", (const char *const *)f->paths, (hsize_t)f->n);
@@ -34,6 +30,15 @@ void features_write(const char *path, const struct features *f) {
   h5util_attr_write_str(fid, "checkpoint", f->checkpoint);
   h5util_attr_write_str(fid, "checkpoint_key", f->checkpoint_key);
   h5util_attr_write_i64(fid, "epoch", f->epoch);
+}
+
+void features_write(const char *path, const struct features *f) {
+  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
+  struct h5util_image img;
+  hid_t fid = h5util_image_begin(path, &img);
+  hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
+  h5util_dset_write(fid, "features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, f->x);
+  features_write_meta(fid, f);
   h5util_image_save(fid, &img, "features file", path);
 }
 

@@ -14,6 +14,7 @@
 #ifndef SCDINO_FEATURES_IO_H
 #define SCDINO_FEATURES_IO_H
 
+#include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,10 @@ struct features {
 /* Write f to path atomically (temporary name, fsync, rename).  Not collective: one rank writes.
  * The caller's rows must already be L2-normalised (features_l2_normalize). */
 void features_write(const char *path, const struct features *f);
+/* Everything of f but the 'features' dataset (labels, index, paths, class names, attributes) into
+ * the open file fid: the rows are written by the caller (features_write, or batch by batch by
+ * features_stream_close's caller, analysis/features.h). */
+void features_write_meta(hid_t fid, const struct features *f);
 
 /* Read and validate path into f (every array malloc'd; features_free releases them).  Anything
  * wrong - not HDF5, wrong format or version, a missing dataset or attribute, shapes that disagree,

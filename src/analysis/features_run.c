@@ -95,36 +95,34 @@ static int64_t *subset_rows(const struct config *cfg, const struct dataset *ds, 
   return idx;
 }
 
-/* Rank 0: the features file from the gathered rows, without the images that had no features. */
-static void write_file(const struct config *cfg, struct dataset *ds, const struct features_net *net,
-                       const int64_t *idx, int64_t n, float *x, const int8_t *status, int64_t epoch,
-                       char *path, size_t pathn) {
+/* Rank 0: what the features file says of its rows: the images that had features (keep[i] = 1;
+ * the others are named and left out), their labels, sample indices and paths, the network. */
+static void file_meta(const struct config *cfg, struct dataset *ds, const struct features_net *net,
+                      const int64_t *idx, int64_t n, const int8_t *status, int64_t epoch, struct features *f,
+                      unsigned char *keep) {
   SCD_ASSERT(status); /* rank 0 has it */
-  const int D = net->vit.d.dim;
-  struct features f;
-  memset(&f, 0, sizeof f);
-  f.d = D;
-  f.nclasses = dataset_nclasses(ds);
-  f.x = x;
-  f.labels = xmalloc(MUL_SIZE((size_t)n, sizeof *f.labels));
-  f.index = xmalloc(MUL_SIZE((size_t)n, sizeof *f.index));
-  f.paths = xcalloc((size_t)n, sizeof *f.paths);
-  f.class_names = xcalloc((size_t)f.nclasses, sizeof *f.class_names);
-  for (int c = 0; c < f.nclasses; c++) f.class_names[c] = (char *)dataset_class_name(ds, c);
+  memset(f, 0, sizeof *f);
+  f->d = net->vit.d.dim;
+  f->nclasses = dataset_nclasses(ds);
+  f->labels = xmalloc(MUL_SIZE((size_t)n, sizeof *f->labels));
+  f->index = xmalloc(MUL_SIZE((size_t)n, sizeof *f->index));
+  f->paths = xcalloc((size_t)n, sizeof *f->paths);
+  f->class_names = xcalloc((size_t)f->nclasses, sizeof *f->class_names);
+  for (int c = 0; c < f->nclasses; c++) f->class_names[c] = (char *)dataset_class_name(ds, c);
   char rel[4096];
   int64_t m = 0, flat = 0, bad = 0;
   for (int64_t i = 0; i < n; i++) {
     dataset_relpath(ds, idx[i], rel, sizeof rel);
-    if (status[i] == FEATURES_PREP_NONFINITE) {
+    keep[i] = status[i] != FEATURES_PREP_NONFINITE;
+    if (!keep[i]) {
       if (bad++ < 5) log_warn("features: %s (sample %" PRId64 ") has non-finite pixels; left out", rel, idx[i]);
       continue;
     }
     if (status[i] == FEATURES_PREP_FLAT && flat++ < 5)
       log_detail("features: %s (sample %" PRId64 ") has a constant channel, set to 0", rel, idx[i]);
-    if (m != i) memmove(x + (size_t)m * D, x + (size_t)i * D, (size_t)D * sizeof *x);
-    f.labels[m] = dataset_label(ds, idx[i]);
-    f.index[m] = idx[i];
-    f.paths[m] = xstrdup(rel);
+    f->labels[m] = dataset_label(ds, idx[i]);
+    f->index[m] = idx[i];
+    f->paths[m] = xstrdup(rel);
     m++;
   }
   if (flat)
@@ -132,20 +130,18 @@ static void write_file(const struct config *cfg, struct dataset *ds, const struc
              "substitute image 0)", flat);
   if (bad) log_warn("features: %" PRId64 " image(s) with non-finite pixels left out", bad);
   if (m < 1) scd_fatal(SCD_EXIT_DATA, "features: no image of %s could be prepared", cfg->data.shard_dir);
-  f.n = m;
-  snprintf(f.checkpoint, sizeof f.checkpoint, "%s", net->source);
-  snprintf(f.checkpoint_key, sizeof f.checkpoint_key, "%s", net->key);
-  f.epoch = epoch;
-  char name[64];
-  features_filename(name, sizeof name, epoch);
-  fs_mkdir_p(cfg->control.run_dir);
-  fs_join(path, pathn, cfg->control.run_dir, name);
-  features_write(path, &f);
-  for (int64_t i = 0; i < m; i++) free(f.paths[i]);
-  free(f.paths);
-  free(f.class_names);
-  free(f.labels);
-  free(f.index);
+  f->n = m;
+  snprintf(f->checkpoint, sizeof f->checkpoint, "%s", net->source);
+  snprintf(f->checkpoint_key, sizeof f->checkpoint_key, "%s", net->key);
+  f->epoch = epoch;
+}
+
+static void file_meta_free(struct features *f) {
+  for (int64_t i = 0; i < f->n; i++) free(f->paths[i]);
+  free(f->paths);
+  free(f->class_names);
+  free(f->labels);
+  free(f->index);
 }
 
 void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
@@ -170,18 +166,29 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
            " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
            dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
   int8_t *status = comm_rank() == 0 ? xmalloc((size_t)n) : NULL;
+  /* Written while computed: no rank holds more than a few batches of rows (features.h). */
+  char name[64], path[4096];
+  features_filename(name, sizeof name, epoch);
+  fs_join(path, sizeof path, cfg->control.run_dir, name);
+  if (comm_rank() == 0) fs_mkdir_p(cfg->control.run_dir);
+  struct features_stream *stream = features_stream_open(path, n, d.dim, (int)cfg->features.batch_size);
   const double t1 = wtime();
-  float *x = features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, status, "features");
+  features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, stream, status, "features");
   const double tc = wtime() - t1;
-  char path[4096] = "";
+  struct features meta;
+  unsigned char *keep = NULL;
   if (comm_rank() == 0) {
-    write_file(cfg, ds, &net, idx, n, x, status, epoch, path, sizeof path);
-    log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", n, d.dim, path,
-             wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
+    keep = xmalloc((size_t)n);
+    file_meta(cfg, ds, &net, idx, n, status, epoch, &meta, keep);
   }
-  comm_bcast(path, sizeof path, 0);
+  features_stream_close(stream, comm_rank() == 0 ? &meta : NULL, keep);
+  if (comm_rank() == 0) {
+    log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", meta.n, d.dim, path,
+             wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
+    file_meta_free(&meta);
+    free(keep);
+  }
   snprintf(out_path, out_n, "%s", path);
-  free(x);
   free(status);
   free(idx);
   features_net_free(&net);
@@ -236,7 +243,7 @@ float *features_random_init(const struct config *cfg, const struct features *f, 
   features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
   log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",
            f->checkpoint, d.dim, d.depth, d.patch, net.source, f->n);
-  float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL,
+  float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL, NULL,
                               "random-init features");
   *dim = d.dim;
   features_net_free(&net);

@@ -2,6 +2,7 @@
  * object and HDF5's reason. */
 #include "build_config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,17 @@ hid_t h5util_file_create(const char *path, hid_t fapl) {
   hid_t a = fapl == H5P_DEFAULT ? H5Pcreate(H5P_FILE_ACCESS) : H5Pcopy(fapl), c = H5Pcreate(H5P_FILE_CREATE);
   /* The newest format: superblock, object headers and every index carry checksums.  No times in the
    * root group's header: the same content gives the same bytes. */
+  errno = 0;
   hid_t f = a < 0 || c < 0 || H5Pset_libver_bounds(a, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
                     H5Pset_obj_track_times(c, 0) < 0 || compact_only(c, 1) < 0
                 ? H5I_INVALID_HID
                 : H5Fcreate(path, H5F_ACC_TRUNC, c, a);
+  const int err = errno; /* the system's reason, where HDF5's stack has none (a full disk) */
   if (a >= 0) H5Pclose(a);
   if (c >= 0) H5Pclose(c);
-  if (f < 0) scd_fatal(SCD_EXIT_FAILURE, "%s: cannot create the HDF5 file: %s", path, h5util_reason(why, sizeof why, 0));
+  if (f < 0)
+    scd_fatal(SCD_EXIT_FAILURE, "%s: cannot create the HDF5 file: %s%s%s", path, h5util_reason(why, sizeof why, 0),
+              err ? "; errno: " : "", err ? strerror(err) : "");
   return f;
 }
 

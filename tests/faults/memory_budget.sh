@@ -38,12 +38,38 @@ cat >feat.nml <<'DECK'
 DECK
 expect_exit 2 "$SCDINO" feat.nml
 expect_grep "error: features: about [0-9.]+ GiB per rank needed, more than the 0.00 GiB a rank may use \(&system memory_per_rank = 0.0001\):"
-expect_grep "the features +[0-9.]+ GiB  \(7 images, the model's embed_dim 16\)"
+expect_grep "the features \(written as computed\) +[0-9.]+ GiB  \(batch_size = 7, the model's embed_dim 16\)"
 
 # knn's raw-pixel baseline at 4096 x 4096 x 3 channels: 1.4 GiB for the 7 images of the features
 # file (the validation subset), over a 1 GiB limit.
 sed 's/0.0001/100/' feat.nml >feat_ok.nml
 expect_exit 0 "$SCDINO" feat_ok.nml
+
+# Features of a set larger than a rank's memory: 40,000 images give 2.4 MiB of rows, and 2 MiB
+# (0.002 GiB) is all a rank may use.  They are written while computed, so no rank holds them all:
+# the run fits, on one rank and on two, and the file has every row.
+"$top_builddir/tests/fixtures/train_mkdata" many 40000 3 20 20 >/dev/null || exit 99
+for np in 1 2; do
+  cat >many$np.nml <<DECK
+&control calculation = 'features', run_dir = 'many$np' /
+&data shard_dir = 'many' /
+&features checkpoint = 'fits/checkpoint.h5', subset = 'all', resize = 0, batch_size = 32 /
+&system memory_per_rank = 0.002 /
+DECK
+  if [ "$np" = 1 ]; then
+    expect_exit 0 "$SCDINO" many1.nml
+  elif [ "$MPIEXEC" != none ]; then
+    expect_exit 0 $MPIEXEC -n 2 "$SCDINO" many2.nml
+  else
+    continue
+  fi
+  expect_grep "features: 40000 x 16 written to many$np/features_0000.h5"
+  rows=$(h5dump -H -d features "many$np/features_0000.h5" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*, 16 )' | grep -o '( [0-9]*' | tr -dc 0-9)
+  nchecks=$((nchecks + 1))
+  [ "$rows" = 40000 ] || fail "many$np/features_0000.h5 holds '$rows' rows, not 40000"
+done
+[ ! -f many2/features_0000.h5 ] || h5diff many1/features_0000.h5 many2/features_0000.h5 >/dev/null ||
+  fail "the streamed features differ between 1 and 2 ranks"
 cat >knn.nml <<'DECK'
 &control calculation = 'knn', run_dir = 'fits' /
 &data shard_dir = 'shards', train_fraction = 0.5 /

@@ -2,7 +2,8 @@
  * PyTorch's float32 bilinear kernel (imgops); calculation='features' on a fixture checkpoint
  * against the training model's teacher (and student) forward on independently prepared images;
  * the features file's schema and rows; the random-init baseline against the training's initial
- * weights. */
+ * weights; images left out of the file written while computed (the other rows in place, bit for
+ * bit). */
 #include "build_config.h"
 
 #include <math.h>
@@ -24,6 +25,7 @@
 #include "model/model_config.h"
 #include "tests/fixtures/feat_fixture.h"
 #include "tests/fixtures/shardfix.h"
+#include "tests/fixtures/shardset.h"
 #include "tests/fixtures/testutil.h"
 #include "train/checkpoint.h"
 
@@ -247,8 +249,66 @@ static void test_features_run(const char *dir) {
   features_free(&f);
 }
 
+/* float32 images of the fixture's shape; with nan, images 3 and 17 have a NaN pixel in channel 0. */
+struct nan_ctx {
+  int nan;
+};
+static int32_t nan_image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
+  const struct nan_ctx *c = ctx;
+  float *x = img;
+  for (int ch = 0; ch < FF_C; ch++)
+    for (int y = 0; y < FF_H; y++)
+      for (int xx = 0; xx < FF_W; xx++) x[(ch * FF_H + y) * FF_W + xx] = (float)shardfix_pixel(i, ch, y, xx);
+  if (c->nan && (i == 3 || i == 17)) x[FF_W + 1] = NAN;
+  snprintf(rel, reln, "c%d/img%03d.tif", (int)(i % 3), (int)i);
+  return (int32_t)(i % 3);
+}
+
+/* The file written while computed, with images left out (non-finite pixels) in two batches: the
+ * other rows are where they belong, bit for bit the rows of the same set without the NaNs. */
+static void test_features_dropped(const char *dir) {
+  const char *names[3] = {"c0", "c1", "c2"};
+  const double mean[FF_C] = {0.5, 0.5, 0.5}, std[FF_C] = {0.25, 0.25, 0.25};
+  struct features out[2];
+  for (int nan = 0; nan < 2; nan++) {
+    char shards[512], run[512], ckpt[800], path[1000];
+    snprintf(shards, sizeof shards, "%s/shards%d", dir, nan);
+    snprintf(run, sizeof run, "%s/run%d", dir, nan);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.h5", run);
+    fs_mkdir_p(shards);
+    fs_mkdir_p(run);
+    struct nan_ctx ctx = {nan};
+    struct shardset ss = {FF_C, FF_H, FF_W, DATASET_F32, FF_N, 16, 3, names, NULL, mean, std, 0, "tiffs",
+                          nan_image, &ctx};
+    shardset_write(shards, &ss);
+    static struct config cfg;
+    ff_config(&cfg, run, shards, "");
+    ff_make_checkpoint(&cfg, ckpt, 1, 2, 3);
+    snprintf(cfg.features.subset, sizeof cfg.features.subset, "all");
+    cfg.features.batch_size = 3;
+    T_CHECK(features_run(&cfg) == 0, "features_run failed");
+    snprintf(path, sizeof path, "%s/features_0002.h5", run);
+    features_read(path, &out[nan]);
+  }
+  const struct features *a = &out[0], *b = &out[1];
+  T_CHECK(a->n == FF_N && b->n == FF_N - 2, "%lld and %lld rows, want %d and %d", (long long)a->n, (long long)b->n,
+          FF_N, FF_N - 2);
+  int64_t j = 0;
+  for (int64_t i = 0; i < a->n && j < b->n; i++) {
+    if (i == 3 || i == 17) continue;
+    T_CHECK(b->index[j] == i && b->labels[j] == a->labels[i] && !strcmp(b->paths[j], a->paths[i]),
+            "row %lld: index %lld, want %lld", (long long)j, (long long)b->index[j], (long long)i);
+    T_CHECK(memcmp(b->x + j * b->d, a->x + i * a->d, sizeof(float) * (size_t)a->d) == 0,
+            "row %lld (image %lld) differs from the set without NaNs", (long long)j, (long long)i);
+    j++;
+  }
+  features_free(&out[0]);
+  features_free(&out[1]);
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
+  test_features_dropped(t_scratch_dir("test_features_dropped"));
   log_init(0, t_verbose ? 1 : 0);
   test_resize_shape();
   test_prep();
