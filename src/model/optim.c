@@ -127,7 +127,7 @@ static void sharded_norms(struct optim *o, const float *grads, int nseg) {
   if (mine > 0) o->ops->seg_sumsq(o->part, grads, o->psegs, mine);
   o->gc->allgather_f64(o->gc, o->part, mine, o->npart, o->allpart);
   double *ss = xcalloc((size_t)o->tt->n, sizeof *ss);
-  for (int k = 0; k < p->nblk; k++) ss[p->blk[k].tensor] += o->allpart[k];
+  shard_plan_sumsq(p, o->allpart, ss, o->tt->n);
   for (int s = 0; s < nseg; s++) o->norms[s] = sqrt(ss[o->idx[s]]);
   free(ss);
 }

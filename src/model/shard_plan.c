@@ -79,6 +79,11 @@ void shard_plan_free(struct shard_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
+void shard_plan_sumsq(const struct shard_plan *p, const double *part, double *sumsq, int ntensors) {
+  memset(sumsq, 0, (size_t)ntensors * sizeof *sumsq);
+  for (int k = 0; k < p->nblk; k++) sumsq[p->blk[k].tensor] += part[k];
+}
+
 size_t shard_plan_overlap(const struct shard_plan *p, int r, size_t off, size_t n, size_t *count) {
   const size_t a = off > p->lo[r] ? off : p->lo[r];
   const size_t b = off + n < p->lo[r + 1] ? off + n : p->lo[r + 1];

@@ -37,6 +37,10 @@ struct shard_plan {
  * (OPS_NORM_BLOCK in training; tests use small ones). */
 void shard_plan_init(struct shard_plan *p, const struct tensor_table *tt, int world, int rank, size_t block);
 void shard_plan_free(struct shard_plan *p);
+/* sumsq[i] (tt->n entries, zeroed here) = tensor i's sum of squares from the sums of squares of all
+ * norm blocks part[0 .. nblk) (every rank's, in plan order), added in block order: the sum
+ * seg_norms takes the square root of. */
+void shard_plan_sumsq(const struct shard_plan *p, const double *part, double *sumsq, int ntensors);
 /* The part of [off, off + n) that rank r owns: its start (returned) and *count elements (0: none). */
 size_t shard_plan_overlap(const struct shard_plan *p, int r, size_t off, size_t n, size_t *count);
 

@@ -4,7 +4,7 @@
  * blocks cover every trainable tensor in order and each lies in its owner's slice, the slices are
  * balanced to a block, and shard_plan_overlap cuts ranges right.  Then the property the plan exists
  * for: per-tensor norms assembled from the CPU backend's block sums of squares (seg_sumsq), added
- * in block order over the ranks' blocks, are seg_norms' bit for bit. */
+ * in block order over the ranks' blocks (shard_plan_sumsq), are seg_norms' bit for bit. */
 #include "build_config.h"
 
 #include <math.h>
@@ -93,7 +93,7 @@ static void check_norms(const struct tensor_table *tt, const float *g, int world
     if (nb) ops->seg_sumsq(part + first, g, bs, nb);
     free(bs);
   }
-  for (int b = 0; b < p.nblk; b++) ss[p.blk[b].tensor] += part[b];
+  shard_plan_sumsq(&p, part, ss, tt->n);
   int bad = 0;
   for (int i = 0; i < tt->n; i++) {
     if (!(tt->t[i].flags & TENSOR_GRAD)) continue;
@@ -115,7 +115,8 @@ int main(int argc, char **argv) {
   t_init(argc, argv);
   struct tensor_table tt;
   tensors_init(&tt);
-  const int64_t shapes[][2] = {{3, 5}, {100000, 1}, {7, 1}, {16384, 2}, {1, 1}, {40000, 1}, {999, 33}, {2, 2}};
+  const int64_t shapes[][2] = {{3, 5}, {100000, 1}, {7, 1}, {16384, 2}, {1, 1}, {40000, 1}, {999, 33}, {2, 2},
+                               {3 * OPS_NORM_BLOCK, 1}};
   const int nsh = (int)(sizeof shapes / sizeof shapes[0]);
   for (int i = 0; i < nsh; i++) tensors_add(&tt, 2, shapes[i], "t%d", i);
   tt.t[4].flags = 0; /* a frozen tensor: no norm blocks */
@@ -128,6 +129,13 @@ int main(int argc, char **argv) {
   struct rng r;
   rng_init(&r, 7, RNG_DOMAIN_TEST, 0, 0);
   for (size_t i = 0; i < tt.size; i++) g[i] = (float)rng_normal(&r) * (i % 7 == 0 ? 100.0f : 0.01f);
+  /* The last tensor's blocks make the order show: 16384 ones (2^14), then two blocks whose sums of
+   * squares are 0.6 of an ulp of 2^14 each: added in block order 2^14 + 2 ulp, added the other way
+   * round 2^14 + 1 ulp. */
+  const struct tensor *last = &tt.t[nsh - 1];
+  const float tiny = sqrtf(0.6f) * ldexpf(1.0f, -19); /* tiny^2 = 0.6 x 2^-38, ulp(2^14) = 2^-38 */
+  for (size_t j = 0; j < last->n; j++) g[last->off + j] = j < OPS_NORM_BLOCK ? 1.0f : 0.0f;
+  g[last->off + OPS_NORM_BLOCK] = g[last->off + 2 * OPS_NORM_BLOCK] = tiny;
   for (int world = 1; world <= 9; world++) check_norms(&tt, g, world);
   free(g);
   /* A table smaller than the ranks: empty slices are allowed and still tile. */
