@@ -68,8 +68,8 @@ void train_log_setup(const struct trainer *t) {
            cfg->training.teacher_temp, cfg->training.warmup_teacher_temp_epochs,
            cfg->training.clip_grad, cfg->training.freeze_last_layer,
            cfg->training.freeze_last_layer == 1 ? "" : "s");
-  log_info("train: backend %s, gradient all-reduce %s over %d rank%s", t->ops->name, t->gc->name,
-           t->world, t->world > 1 ? "s" : "");
+  log_info("train: backend %s, gradient %s %s over %d rank%s", t->ops->name,
+           t->opt.plan ? "reduce-scatter" : "all-reduce", t->gc->name, t->world, t->world > 1 ? "s" : "");
   if (t->opt.plan) { /* what the sharded optimizer keeps per rank, and what it saves */
     const struct shard_plan *p = t->opt.plan;
     const double mib = sizeof(float) / 1048576.0, full = 2.0 * (double)p->size * mib;

@@ -29,7 +29,7 @@ for n in 1 2 3; do
   expect_exit 0 mpirun_n $n "$SCDINO" u$n.nml
   expect_grep "gradient all-reduce mpi over $n rank"
   expect_exit 0 mpirun_n $n "$SCDINO" s$n.nml
-  expect_grep "gradient all-reduce mpi-shard over $n rank"
+  expect_grep "gradient reduce-scatter mpi-shard over $n rank"
   expect_grep "train: optimizer sharded over $n ranks? \(&training shard_optimizer\): AdamW moments of at most [0-9]+ of 127232 elements per rank"
   ckpt_same u$n/checkpoint.h5 s$n/checkpoint.h5
   ckpt_same u$n/checkpoint_0000.h5 s$n/checkpoint_0000.h5
