@@ -112,3 +112,7 @@ struct grad_comm *backend_grad_comm(const struct ops *ops) {
 #endif
   return grad_comm_mpi_create(ops, 0);
 }
+
+struct grad_comm *backend_grad_comm_shard(const struct ops *ops, const struct shard_plan *plan) {
+  return grad_comm_mpi_shard_create(ops, 0, plan);
+}

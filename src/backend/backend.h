@@ -26,5 +26,8 @@ int backend_shared_gpu(const unsigned char (*ids)[16], int n, int *a, int *b);
 /* The gradient communicator for a backend: NCCL for the CUDA backend when built with NCCL, MPI
  * otherwise. */
 struct grad_comm *backend_grad_comm(const struct ops *ops);
+/* The reduce-scatter communicator of the sharded optimizer (&training shard_optimizer) over plan's
+ * slices: MPI, CPU backend only (train refuses the key with the CUDA backend). */
+struct grad_comm *backend_grad_comm_shard(const struct ops *ops, const struct shard_plan *plan);
 
 #endif

@@ -137,6 +137,9 @@ static void c_center_update(float *center, const float *tsum, int K, float count
 static void c_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg) {
   TIMED(other_s, cpu_seg_norms(norms_host, buf, segs, nseg));
 }
+static void c_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg) {
+  TIMED(other_s, cpu_seg_sumsq(sumsq_host, buf, segs, nseg));
+}
 static void c_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg) {
   TIMED(other_s, cpu_seg_scale(buf, segs, scale_host, nseg));
 }
@@ -189,6 +192,7 @@ static const struct ops cpu_ops = {
     .dino_loss = c_dino_loss,
     .center_update = c_center_update,
     .seg_norms = c_seg_norms,
+    .seg_sumsq = c_seg_sumsq,
     .seg_scale = c_seg_scale,
     .adamw = c_adamw,
     .ema = c_ema,

@@ -10,6 +10,7 @@
 /* ops->arithmetic of the CPU backend: the BLAS library, its kernels, the C library (erf, exp). */
 void cpu_arithmetic(char *buf, size_t n);
 void cpu_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
+void cpu_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg);
 void cpu_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
 void cpu_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
                int nseg, double beta1, double beta2, double eps);

@@ -8,8 +8,8 @@
 #include "cpu/kern.h"
 
 /* Elements per partial sum of a norm: the partials are added in block order, so a norm does not
- * depend on the thread count (an OpenMP reduction's order does). */
-#define NORM_BLOCK 16384
+ * depend on the thread count (an OpenMP reduction's order does) nor on the rank count (ops.h). */
+#define NORM_BLOCK OPS_NORM_BLOCK
 
 static double block_sumsq(const float *x, size_t n) {
   double ss = 0;
@@ -33,6 +33,11 @@ void cpu_seg_norms(double *norms_host, const float *buf, const struct ops_seg *s
     for (size_t b = 0; b < nblk; b++) ss += part[b];
     norms_host[s] = sqrt(ss);
   }
+}
+
+void cpu_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg) {
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int s = 0; s < nseg; s++) sumsq_host[s] = block_sumsq(buf + segs[s].off, segs[s].n);
 }
 
 void cpu_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg) {

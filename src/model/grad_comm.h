@@ -15,7 +15,13 @@
  * memory (the DINO centre's column sums, as upstream's dist.all_reduce in update_center).
  *
  * Implementations: MPI (grad_comm_mpi.c, for any backend: device memory is staged through the host
- * when the backend is not the CPU one) and NCCL (cuda/, when built with NCCL).  backend.h picks. */
+ * when the backend is not the CPU one) and NCCL (cuda/, when built with NCCL).  backend.h picks.
+ *
+ * The sharded optimizer (&training shard_optimizer) uses a reduce-scatter communicator instead
+ * (grad_comm_mpi_shard.c, CPU backend): the same bucket calls, but finish leaves the mean only on
+ * this rank's slice of the buffer (plan, model/shard_plan.h; the rest of grads is left as it is),
+ * and the table's shard functions move the slices back: allgather after the optimizer step (the
+ * weights), allgather_f64 (the norm partials), gather_slice (the moments, for checkpoints). */
 #ifndef SCDINO_GRAD_COMM_H
 #define SCDINO_GRAD_COMM_H
 
@@ -24,6 +30,7 @@
 #include "model/ops.h"
 
 struct tensor_table;
+struct shard_plan;
 
 #define GRAD_COMM_BUCKET_BYTES ((size_t)4 << 20) /* ranges are merged up to this size before sending */
 
@@ -37,10 +44,24 @@ struct grad_comm {
   void (*destroy)(struct grad_comm *gc);
   double wait_seconds; /* time the caller spent blocked in finish and allreduce_sum */
   void *impl;
+  /* Sharded optimizer only (NULL in the all-reduce communicators). */
+  const struct shard_plan *plan;
+  /* buf (device, plan->size elements): every rank's slice to every rank, in place. */
+  void (*allgather)(struct grad_comm *gc, float *buf);
+  /* all = the concatenation, in rank order, of every rank's mine (host, n doubles here; counts[r]
+   * on rank r). */
+  void (*allgather_f64)(struct grad_comm *gc, const double *mine, int n, const int *counts, double *all);
+  /* On rank 0 full (host, plan->size elements) receives every rank's slice (device, its own
+   * elements lo..hi) at the slice's offset; full is not used on the other ranks. */
+  void (*gather_slice)(struct grad_comm *gc, const float *slice, float *full);
 };
 
 /* MPI over MPI_COMM_WORLD; bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
 struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_bytes);
+/* The reduce-scatter communicator of the sharded optimizer over MPI_COMM_WORLD, for the CPU
+ * backend (grad_comm_mpi_shard.c); plan (world = the MPI world, at most INT_MAX elements) outlives it. */
+struct grad_comm *grad_comm_mpi_shard_create(const struct ops *ops, size_t bucket_bytes,
+                                             const struct shard_plan *plan);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes);
 /* Seconds a host wait on NCCL may last before the job ends (&gpu nccl_timeout, default 600; the

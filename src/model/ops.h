@@ -21,6 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Elements per partial sum of seg_norms: a norm is the square root of the in-order sum of the
+ * squares of its blocks of OPS_NORM_BLOCK elements (counted from the tensor's start), so that it
+ * depends neither on the thread count nor, with the sharded optimizer (model/shard_plan.h), on the
+ * rank count: slices of the buffer begin and end on these blocks. */
+#define OPS_NORM_BLOCK 16384
+
 /* One tensor inside a flat fp32 buffer: elements off .. off+n-1. */
 struct ops_seg {
   size_t off, n;
@@ -201,6 +207,10 @@ struct ops {
   /* ---- optimizer --------------------------------------------------------------------------- */
   /* norms_host[i] = ||buf[segs[i]]||_2. */
   void (*seg_norms)(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
+  /* Optional (NULL: no sharded optimizer): sumsq_host[i] = the sum of squares of buf[segs[i]] in
+   * double, added in element order, for segments of at most OPS_NORM_BLOCK elements: the block
+   * partials seg_norms adds up, so that norms assembled from them are seg_norms' bit for bit. */
+  void (*seg_sumsq)(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg);
   /* buf[segs[i]] *= scale_host[i]. */
   void (*seg_scale)(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
   /* AdamW on each segment (see struct ops_adamw_seg); p, g, m, v share the offsets. */

@@ -60,8 +60,7 @@ static void host_download(const struct ckpt_state *st, struct host_state *h) {
   h->center = xmalloc(MUL_SIZE((size_t)st->loss->K, sizeof(float)));
   ops->download(h->student, m->student, bytes);
   ops->download(h->teacher, m->teacher, bytes);
-  ops->download(h->m, st->opt->m, bytes);
-  ops->download(h->v, st->opt->v, bytes);
+  optim_moments_download(st->opt, h->m, h->v); /* sharded: the slices gathered (collective) */
   ops->download(h->center, st->loss->center, (size_t)st->loss->K * sizeof(float));
 }
 
@@ -222,6 +221,8 @@ static void write_image(const char *path, const void *image, size_t size, int ke
 }
 
 void checkpoint_save_many(const char *const *paths, int npaths, const struct ckpt_state *st) {
+  /* With the sharded optimizer the other ranks send rank 0 their slices of the moments. */
+  if (comm_rank() != 0 && st->opt->plan) optim_moments_download(st->opt, NULL, NULL);
   if (comm_rank() == 0) {
     const double t0 = wtime();
     struct host_state h;

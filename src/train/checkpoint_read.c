@@ -488,8 +488,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
   bcast_upload(ops, m->teacher, ht, n);
   comm_bcast(hm, n * sizeof(float), 0);
   comm_bcast(hv, n * sizeof(float), 0);
-  ops->upload(st->opt->m, hm, n * sizeof(float));
-  ops->upload(st->opt->v, hv, n * sizeof(float));
+  optim_moments_upload(st->opt, hm, hv); /* sharded: this rank's slice */
   memcpy(st->opt->steps, steps, (size_t)tt->n * sizeof *steps);
   comm_bcast(hc, (size_t)K * sizeof(float), 0);
   ops->upload(st->loss->center, hc, (size_t)K * sizeof(float));

@@ -88,7 +88,17 @@ static void setup_model(struct trainer *t) {
   dino_loss_init(&t->loss, t->ops, spec.head.out_dim, 2 + nl, cfg->training.warmup_teacher_temp,
                  cfg->training.teacher_temp, cfg->training.warmup_teacher_temp_epochs, t->epochs,
                  cfg->training.student_temp, cfg->training.center_momentum);
-  optim_init(&t->opt, t->ops, &t->model->tt);
+  if (cfg->training.shard_optimizer) { /* ZeRO-1: moments of this rank's slice only (optim.h) */
+    const struct tensor_table *tt = &t->model->tt;
+    if (tt->size > INT_MAX)
+      scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true.: the model has %zu parameters, more than "
+                "the %d the sharded optimizer's MPI calls can count; set it to .false.", tt->size, INT_MAX);
+    shard_plan_init(&t->plan, tt, t->world, t->rank, OPS_NORM_BLOCK);
+    t->gc = backend_grad_comm_shard(t->ops, &t->plan);
+    optim_init_sharded(&t->opt, t->ops, tt, &t->plan, t->gc);
+  } else {
+    optim_init(&t->opt, t->ops, &t->model->tt);
+  }
   if (t->ag) return; /* the GPU augmentation owns the device crops */
   const size_t C = (size_t)t->nchannels;
   t->dev_global = t->ops->alloc(MUL_SIZE(MUL_SIZE(2 * (size_t)t->B * C, (size_t)G * G), sizeof(float)));
@@ -360,10 +370,13 @@ int train_run(const struct config *cfg) {
                 dir);
   }
   t->ops = backend_select(cfg);
+  if (cfg->training.shard_optimizer && strcmp(t->ops->name, "cpu"))
+    scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true. is not available with the %s backend yet "
+              "(CPU backend only); set it to .false., or &system device = 'cpu'", t->ops->name);
   setup_data(t);
   setup_model(t);
   setup_schedules(t);
-  t->gc = backend_grad_comm(t->ops);
+  if (!t->gc) t->gc = backend_grad_comm(t->ops); /* the sharded optimizer's is made with it */
   t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
                               .nchannels = t->nchannels, .channels = t->channels,
                               .niter_per_epoch = t->niter, .world_size = t->world,
@@ -400,6 +413,7 @@ int train_run(const struct config *cfg) {
   if (t->dev_global) t->ops->free(t->dev_global);
   if (t->dev_local) t->ops->free(t->dev_local);
   optim_free(&t->opt);
+  if (t->plan.world) shard_plan_free(&t->plan);
   dino_loss_free(&t->loss);
   dino_model_destroy(t->model);
   free(t->lr_sched);

@@ -68,8 +68,17 @@ void train_log_setup(const struct trainer *t) {
            cfg->training.teacher_temp, cfg->training.warmup_teacher_temp_epochs,
            cfg->training.clip_grad, cfg->training.freeze_last_layer,
            cfg->training.freeze_last_layer == 1 ? "" : "s");
-  log_info("train: backend %s, gradient all-reduce %s over %d rank%s", t->ops->name, t->gc->name,
-           t->world, t->world > 1 ? "s" : "");
+  log_info("train: backend %s, gradient %s %s over %d rank%s", t->ops->name,
+           t->opt.plan ? "reduce-scatter" : "all-reduce", t->gc->name, t->world, t->world > 1 ? "s" : "");
+  if (t->opt.plan) { /* what the sharded optimizer keeps per rank, and what it saves */
+    const struct shard_plan *p = t->opt.plan;
+    const double mib = sizeof(float) / 1048576.0, full = 2.0 * (double)p->size * mib;
+    const double kept = 3.0 * (double)p->max_slice * mib; /* both moments and the received slice */
+    log_info("train: optimizer sharded over %d rank%s (&training shard_optimizer): AdamW moments of at most "
+             "%zu of %zu elements per rank, %.1f MiB with the reduce-scatter's slice instead of %.1f MiB of "
+             "moments unsharded: %.1f MiB per rank saved", p->world, p->world > 1 ? "s" : "", p->max_slice,
+             p->size, kept, full, full - kept);
+  }
 }
 
 static void fmt_mem(double mib, char *buf, size_t n) {

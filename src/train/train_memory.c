@@ -41,8 +41,16 @@ void train_memory_check(const struct trainer *t) {
                 "schedules and sample lists", "epochs = %lld, batch_size_per_rank, the training images",
                 (long long)t->epochs);
   membudget_add(&host, 8 * P, "checkpoint copies (student, teacher, moments)", "%s", model_keys);
+  /* Student, teacher and gradients whole; the two AdamW moments whole, or with &training
+   * shard_optimizer this rank's slice of them (about 1/world) and the slice the reduce-scatter
+   * receives. */
+  const double W = (double)t->world, moments = cfg->training.shard_optimizer ? 3 * P / W : 2 * P;
   if (!gpu) {
-    membudget_add(&host, 5 * P, "weights, gradients, AdamW moments", "%s", model_keys);
+    if (cfg->training.shard_optimizer)
+      membudget_add(&host, 3 * P + moments, "weights, gradients, AdamW moments (sharded)",
+                    "%s, shard_optimizer over %d ranks", model_keys, t->world);
+    else
+      membudget_add(&host, 3 * P + moments, "weights, gradients, AdamW moments", "%s", model_keys);
     membudget_add(&host, acts + crops + 2 * B * (double)spec.head.out_dim * sizeof(float),
                   "activations of a training step",
                   "batch_size_per_rank = %lld, global_size = %d, local_size = %d, local_crops_number = %d, the model",

@@ -15,6 +15,7 @@
 #include "model/dino_model.h"
 #include "model/grad_comm.h"
 #include "model/optim.h"
+#include "model/shard_plan.h"
 #include "train/checkpoint.h"
 
 struct dataset;
@@ -60,6 +61,7 @@ struct trainer {
   struct dino_model *model;
   struct dino_loss loss;
   struct optim opt;
+  struct shard_plan plan;        /* &training shard_optimizer: the ranks' slices (world 0: unsharded) */
   int64_t B, niter, epochs, total_steps;
   double *lr_sched, *wd_sched, *mom_sched;
   double lr_peak;
