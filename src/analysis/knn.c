@@ -115,6 +115,30 @@ struct engine {
 #endif
 };
 
+/* Whether the lists of this kmax are made on the GPU. */
+static int on_gpu(int kmax) {
+#ifdef HAVE_CUDA
+  return knn_ops != NULL && kmax <= KK_MAX_K;
+#else
+  (void)kmax;
+  return 0;
+#endif
+}
+
+static size_t sim_bytes_for(int gpu) {
+  return knn_block_bytes ? knn_block_bytes : gpu ? (size_t)512 << 20 : (size_t)64 << 20;
+}
+
+/* Test rows per block for shares of at most n_ref_max rows: the same on every rank. */
+static int64_t block_rows_for(int64_t n_ref_max, int gpu) {
+  int64_t cols = n_ref_max > 0 ? n_ref_max : 1;
+#ifdef HAVE_CUDA
+  if (gpu && cols > KNN_GPU_TILE) cols = KNN_GPU_TILE;
+#endif
+  int64_t rows = knn_block_rows ? knn_block_rows : (int64_t)(sim_bytes_for(gpu) / ((size_t)cols * sizeof(float)));
+  return rows < 1 ? 1 : rows;
+}
+
 /* n_ref_max: the most reference rows any rank holds (the block size must agree over the ranks). */
 static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64_t n_ref_max, int64_t pos0, int d,
                         int kmax) {
@@ -124,24 +148,32 @@ static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64
   e->pos0 = pos0;
   e->d = d;
   e->kmax = kmax;
-  int gpu = 0;
+  const int gpu = on_gpu(kmax);
 #ifdef HAVE_CUDA
-  gpu = knn_ops != NULL && kmax <= KK_MAX_K;
   if (knn_ops != NULL && !gpu)
     log_warn("kNN: the largest k (%d) exceeds the GPU selection's %d: neighbours are selected on the CPU", kmax,
              KK_MAX_K);
 #endif
-  e->sim_bytes = knn_block_bytes ? knn_block_bytes : gpu ? (size_t)512 << 20 : (size_t)64 << 20;
-  int64_t cols = n_ref_max > 0 ? n_ref_max : 1;
-#ifdef HAVE_CUDA
-  if (gpu && cols > KNN_GPU_TILE) cols = KNN_GPU_TILE;
-#endif
-  e->block_rows = knn_block_rows ? knn_block_rows : (int64_t)(e->sim_bytes / ((size_t)cols * sizeof(float)));
-  if (e->block_rows < 1) e->block_rows = 1;
+  e->sim_bytes = sim_bytes_for(gpu);
+  e->block_rows = block_rows_for(n_ref_max, gpu);
 #ifdef HAVE_CUDA
   if (gpu && n_ref > 0) e->gpu = knn_gpu_create(knn_ops, ref, n_ref, d, kmax, e->block_rows);
 #endif
-  (void)gpu;
+}
+
+double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax, int nclasses, int nk) {
+  const int size = comm_size();
+  const int64_t share = (n_train + size - 1) / size;
+  if (kmax > n_train) kmax = n_train;
+  const int gpu = on_gpu((int)kmax);
+  int64_t block = block_rows_for(share, gpu);
+  if (block > n_test) block = n_test > 0 ? n_test : 1;
+  double b = (double)share * d * sizeof(float) + (double)n_train * sizeof(int32_t); /* share, labels */
+  b += (double)block * ((double)d * sizeof(float) + sizeof(int32_t));                /* a test block */
+  b += (double)block * (double)kmax * sizeof(struct knn_nb);                          /* its lists */
+  if (!gpu) b += (double)block * (double)share * sizeof(float);                      /* similarities */
+  b += (double)block * nk * 5.0 + 4.0 * nk * (double)nclasses * nclasses * sizeof(int64_t); /* votes, counts */
+  return b;
 }
 
 static void engine_lists(struct engine *e, const float *test, int64_t n, struct knn_nb *lists, struct knn_result *r) {

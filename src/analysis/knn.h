@@ -118,6 +118,10 @@ void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasse
                        int64_t n_test, const int64_t *k, int nk, double temperature,
                        struct knn_result *r);
 
+/* Host bytes per rank that knn_evaluate_rows takes beside x (the reference share, a block of test
+ * rows, their lists and, on the CPU, similarities), for the memory check (core/membudget.h). */
+double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax, int nclasses, int nk);
+
 /* ---- Report (knn_report.c) ------------------------------------------------------------------- */
 
 struct knn_set {

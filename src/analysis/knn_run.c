@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "data/npshuffle.h"
 #include "data/shards.h"
 
@@ -158,6 +159,23 @@ int knn_run(const struct config *cfg) {
   if (n_test < 1)
     scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no test rows among the %" PRId64 " rows of %s",
               cfg->knn.train_fraction, f.n, fpath);
+
+  /* The file is in memory on every rank; the evaluation's shares and blocks are checked before
+   * they are taken (core/membudget.h). */
+  {
+    int64_t kmax = 0;
+    for (int j = 0; j < nk; j++)
+      if (k[j] > kmax) kmax = k[j];
+    struct membudget mb = {0};
+    membudget_add(&mb, (double)f.n * (f.d * sizeof(float) + sizeof(int32_t) + 2 * sizeof(int64_t)), "the features file",
+                  "its %" PRId64 " x %d rows", f.n, f.d);
+    membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f.d, kmax, f.nclasses, nk),
+                  "reference share, blocks of test rows, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
+                  ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
+    char how[256];
+    const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
+    membudget_check(&mb, "knn", limit, how);
+  }
 
   static struct knn_report rep; /* large (paths, notes): keep it off the stack */
   memset(&rep, 0, sizeof rep);

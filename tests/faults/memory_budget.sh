@@ -2,8 +2,9 @@
 # tests/faults/memory_budget.sh - a deck whose large buffers cannot fit in a rank's memory ends at
 # start-up with exit status 2, the total, the limit and where it came from, and each part with the
 # keys that size it; nothing is trained or written (core/membudget.h).  Train (a huge batch; a
-# small &system memory_per_rank), features (a small memory_per_rank) and knn's raw-pixel baseline
-# (pixel_size = 4096); and a run that fits says its total at verbosity 2.
+# small &system memory_per_rank), features (a small memory_per_rank; a set larger than it, written as
+# computed), knn (a features file larger than it) and knn's raw-pixel baseline (pixel_size = 4096);
+# and a run that fits says its total at verbosity 2.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch memory_budget
@@ -70,6 +71,18 @@ DECK
 done
 [ ! -f many2/features_0000.h5 ] || h5diff many1/features_0000.h5 many2/features_0000.h5 >/dev/null ||
   fail "the streamed features differ between 1 and 2 ranks"
+# kNN of those 40,000 rows under the same 2 MiB: every rank holds the file (2.6 MiB of rows), so
+# it stops before the evaluation, naming its parts.
+cat >knnbig.nml <<'DECK'
+&control calculation = 'knn', run_dir = 'many1' /
+&data shard_dir = 'many' /
+&knn baselines = .false. /
+&system memory_per_rank = 0.002 /
+DECK
+expect_exit 2 "$SCDINO" knnbig.nml
+expect_grep "error: knn: about [0-9.]+ GiB per rank needed, more than the 0.00 GiB a rank may use \(&system memory_per_rank = 0.002\):"
+expect_grep "the features file +[0-9.]+ GiB  \(its 40000 x 16 rows\)"
+expect_grep "reference share, blocks of test rows, neighbour lists +[0-9.]+ GiB  \(knn block_rows = 0, the largest k 500, 1 rank\(s\)\)"
 cat >knn.nml <<'DECK'
 &control calculation = 'knn', run_dir = 'fits' /
 &data shard_dir = 'shards', train_fraction = 0.5 /
