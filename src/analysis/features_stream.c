@@ -34,8 +34,8 @@ struct features_stream {
   int next;
 };
 
-/* Rows [row0, row0 + cnt) of the features dataset from rows (rank 0). */
-static void write_rows(struct features_stream *s, int64_t row0, int64_t cnt, const float *rows) {
+/* Rows [row0, row0 + cnt) of the features dataset written from rows, or read into them (rank 0). */
+static void rows_io(struct features_stream *s, int64_t row0, int64_t cnt, float *rows, int write) {
   if (cnt <= 0) return;
   SCD_ASSERT(row0 >= 0 && row0 + cnt <= s->n);
   hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)cnt, (hsize_t)s->D};
@@ -43,7 +43,10 @@ static void write_rows(struct features_stream *s, int64_t row0, int64_t cnt, con
   hid_t fsp = (hid_t)CHECK_H5(H5Dget_space(s->dset));
   CHECK_H5(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL));
   hid_t msp = (hid_t)CHECK_H5(H5Screate_simple(2, count, NULL));
-  CHECK_H5(H5Dwrite(s->dset, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, rows));
+  if (write)
+    CHECK_H5(H5Dwrite(s->dset, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, rows));
+  else
+    CHECK_H5(H5Dread(s->dset, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, rows));
   CHECK_H5(H5Sclose(msp));
   CHECK_H5(H5Sclose(fsp));
   h5util_unlock();
@@ -98,7 +101,7 @@ static void receive_one(struct features_stream *s) {
   int64_t row0;
   memcpy(&row0, s->rbuf, sizeof row0);
   const int64_t cnt = (int64_t)(((size_t)bytes - sizeof(int64_t)) / s->row_bytes);
-  write_rows(s, row0, cnt, (const float *)(s->rbuf + sizeof(int64_t)));
+  rows_io(s, row0, cnt, (float *)(s->rbuf + sizeof(int64_t)), 1);
   s->pending--;
 }
 
@@ -115,7 +118,7 @@ void features_stream_poll(struct features_stream *s) {
 void features_stream_rows(struct features_stream *s, int64_t row0, int64_t cnt, const float *rows) {
   if (cnt <= 0) return;
   if (s->rank == 0) {
-    write_rows(s, row0, cnt, rows);
+    rows_io(s, row0, cnt, (float *)rows, 1); /* H5Dwrite reads it only */
     features_stream_poll(s);
     return;
   }
@@ -144,15 +147,7 @@ static void compact(struct features_stream *s, const unsigned char *keep, int64_
   int64_t out = 0;
   for (int64_t i0 = 0; i0 < s->n; i0 += block) {
     const int64_t cnt = s->n - i0 < block ? s->n - i0 : block;
-    hsize_t start[2] = {(hsize_t)i0, 0}, count[2] = {(hsize_t)cnt, (hsize_t)s->D};
-    h5util_lock();
-    hid_t fsp = (hid_t)CHECK_H5(H5Dget_space(s->dset));
-    CHECK_H5(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL));
-    hid_t msp = (hid_t)CHECK_H5(H5Screate_simple(2, count, NULL));
-    CHECK_H5(H5Dread(s->dset, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf));
-    CHECK_H5(H5Sclose(msp));
-    CHECK_H5(H5Sclose(fsp));
-    h5util_unlock();
+    rows_io(s, i0, cnt, buf, 0);
     int64_t kept = 0;
     for (int64_t i = 0; i < cnt; i++)
       if (keep[i0 + i]) {
@@ -160,7 +155,7 @@ static void compact(struct features_stream *s, const unsigned char *keep, int64_
         kept++;
       }
     /* out <= i0: the rows written never reach rows not yet read */
-    write_rows(s, out, kept, buf);
+    rows_io(s, out, kept, buf, 1);
     out += kept;
   }
   SCD_ASSERT(out == m);
