@@ -10,8 +10,9 @@
 # copies must follow the all-gather), the tiny model with its head's last layer widened to 4096
 # outputs (four norm blocks, so that slices split tensors), sharded and unsharded on 1, 2 and 3
 # ranks for 2 steps: checkpoints (student, teacher, AdamW moments gathered from the slices,
-# centre) identical.  Last, restarts across modes and rank counts: 2 steps on 2 ranks, then 2 more
-# on 3 ranks in the other mode; the two stops and the two ends identical.
+# centre) identical; device = 'auto' the same.  Last, restarts across modes and rank counts: 2
+# steps on 2 ranks, then 2 more on 3 ranks in the other mode; the two stops and the two ends
+# identical.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
@@ -34,6 +35,11 @@ for n in 1 2 3; do
   expect_grep "train: optimizer sharded over $n ranks? \(&training shard_optimizer\)"
   ckpt_same u$n/checkpoint.h5 s$n/checkpoint.h5
 done
+# device = 'auto' finds the (emulated) GPU and shards there too.
+sed "s/device = 'cuda'/device = 'auto'/; s/run_dir = 's2'/run_dir = 'a2'/" s2.nml >a2.nml
+expect_exit 0 mpirun_n 2 "$exe" a2.nml
+expect_grep "train: backend cuda, gradient reduce-scatter nccl-shard over 2 ranks"
+ckpt_same s2/checkpoint.h5 a2/checkpoint.h5
 
 # Restarts: stop after 2 steps on 2 ranks, continue on 3 in the other mode.
 for m in u s; do
