@@ -32,7 +32,7 @@ for n in 1 2 3; do
   expect_grep "train: backend cuda, gradient all-reduce nccl over $n rank"
   expect_exit 0 mpirun_n $n "$exe" s$n.nml
   expect_grep "train: backend cuda, gradient reduce-scatter nccl-shard over $n rank"
-  expect_grep "train: optimizer sharded over $n ranks? \(&training shard_optimizer\)"
+  expect_grep "train: optimizer sharded over $n ranks? \(&training shard_optimizer\): AdamW moments of at most [0-9]+ of 127232 elements per rank, [0-9.]+ MiB \(the gradients reduced in place\)"
   ckpt_same u$n/checkpoint.h5 s$n/checkpoint.h5
 done
 # device = 'auto' finds the (emulated) GPU and shards there too.
