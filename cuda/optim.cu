@@ -5,10 +5,10 @@
  * most OCHUNK elements, a block per chunk, and uploads the chunk table with the per-segment
  * scalars.  Norms are summed in double, per norm block (OPS_NORM_BLOCK elements from the
  * segment's start, a block of threads each) in a fixed tree and per segment in block order
- * (deterministic); seg_sumsq hands out the blocks' sums, from which the sharded optimizer assembles
- * the same norms bit for bit.  The update rounds every operation on its own, in the order of PyTorch's
- * single-tensor AdamW and of the CPU backend, so both backends give bit-identical parameters,
- * moments and teacher on the same inputs. */
+ * (deterministic); seg_sumsq hands out the blocks' sums, from which the sharded optimizer
+ * assembles the same norms bit for bit.  The update rounds every operation on its own, in the
+ * order of PyTorch's single-tensor AdamW and of the CPU backend, so both backends give
+ * bit-identical parameters, moments and teacher on the same inputs. */
 #include "build_config.h"
 
 #include <math.h>
