@@ -585,6 +585,9 @@ static void o_center_update(float *center, const float *tsum, int K, float count
 static void o_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg) {
   PROF(P_OTHER, k_seg_norms(norms_host, buf, segs, nseg));
 }
+static void o_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg) {
+  PROF(P_OTHER, k_seg_sumsq(sumsq_host, buf, segs, nseg));
+}
 static void o_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg) {
   for (int s = 0; s < nseg; s++) cu_shadow_touch(buf + segs[s].off, segs[s].n * sizeof(float));
   PROF(P_OTHER, k_seg_scale(buf, segs, scale_host, nseg));
@@ -675,6 +678,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->dino_loss = o_dino_loss<T>;
   o->center_update = o_center_update;
   o->seg_norms = o_seg_norms;
+  o->seg_sumsq = o_seg_sumsq;
   o->seg_scale = o_seg_scale;
   o->adamw = o_adamw;
   o->ema = o_ema;

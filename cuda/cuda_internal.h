@@ -323,6 +323,7 @@ void k_dino_loss(float *loss, T *ds, float *tsum, const T *student, const T *tea
 
 /* optim.cu */
 void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
+void k_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg);
 void k_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
 void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
              int nseg, const float *gscale_host, double beta1, double beta2, double eps,

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
+#include "cuda/grad_comm_nccl.h"
 #include "model/grad_comm.h"
 
 #define NCCL_TIMEOUT_DEFAULT 600.0 /* seconds */
@@ -244,6 +245,18 @@ static void n_destroy(struct grad_comm *gc) {
   grad_comm_sent_free(&g->sent);
   free(g);
   free(gc);
+}
+
+/* For the sharded communicator (grad_comm_nccl_shard.c), which runs its collectives on these. */
+void grad_comm_nccl_get_parts(const struct grad_comm *gc, struct grad_comm_nccl_parts *p) {
+  const struct nccl_gc *g = gc->impl;
+  p->comm = g->comm;
+  p->compute = g->compute;
+  p->side = g->side;
+}
+
+void grad_comm_nccl_wait(struct grad_comm *gc, cudaEvent_t ev, const char *what) {
+  wait_event(gc->impl, ev, what);
 }
 
 static double timeout_s = NCCL_TIMEOUT_DEFAULT; /* &gpu nccl_timeout */

@@ -3,10 +3,12 @@
  *
  * Each call covers all its segments (tensors) in one launch: the host cuts them into chunks of at
  * most OCHUNK elements, a block per chunk, and uploads the chunk table with the per-segment
- * scalars.  Norms are summed in double, per chunk in a fixed tree and per segment in chunk order
- * (deterministic).  The update rounds every operation on its own, in the order of PyTorch's
- * single-tensor AdamW and of the CPU backend, so both backends give bit-identical parameters,
- * moments and teacher on the same inputs. */
+ * scalars.  Norms are summed in double, per norm block (OPS_NORM_BLOCK elements from the
+ * segment's start, a block of threads each) in a fixed tree and per segment in block order
+ * (deterministic); seg_sumsq hands out the blocks' sums, from which the sharded optimizer
+ * assembles the same norms bit for bit.  The update rounds every operation on its own, in the
+ * order of PyTorch's single-tensor AdamW and of the CPU backend, so both backends give
+ * bit-identical parameters, moments and teacher on the same inputs. */
 #include "build_config.h"
 
 #include <math.h>
@@ -29,14 +31,15 @@ struct oseg {     /* per-segment scalars of the update */
   float decay, step, bc2, gscale;
 };
 
-/* Host tables: chunks of segments [off, off+n), in segment order; first[s] = first chunk of s. */
+/* Host tables: chunks of at most chunk elements of segments [off, off+n), in segment order;
+ * first[s] = first chunk of s. */
 static void cut_segments(std::vector<ochunk> &ch, std::vector<int> *first, int nseg,
-                         const size_t *off, const size_t *n) {
+                         const size_t *off, const size_t *n, size_t chunk = OCHUNK) {
   ch.clear();
   for (int s = 0; s < nseg; s++) {
     if (first) first->push_back((int)ch.size());
-    for (size_t o = 0; o < n[s]; o += OCHUNK) {
-      const size_t len = n[s] - o < OCHUNK ? n[s] - o : OCHUNK;
+    for (size_t o = 0; o < n[s]; o += chunk) {
+      const size_t len = n[s] - o < chunk ? n[s] - o : chunk;
       ch.push_back(ochunk{off[s] + o, (unsigned)len, s});
     }
   }
@@ -94,7 +97,7 @@ void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *seg
   }
   std::vector<ochunk> ch;
   std::vector<int> first;
-  cut_segments(ch, &first, nseg, off.data(), n.data());
+  cut_segments(ch, &first, nseg, off.data(), n.data(), OPS_NORM_BLOCK); /* a chunk per norm block */
   const void *host[2] = {ch.data(), first.data()};
   const size_t bytes[2] = {ch.size() * sizeof(ochunk), first.size() * sizeof(int)};
   void *dev[2];
@@ -108,6 +111,26 @@ void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *seg
   norm_final_kernel<<<(nseg + 127) / 128, 128, 0, cu.stream>>>(norms, partial, (const int *)dev[1], nseg);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaMemcpyAsync(norms_host, norms, (size_t)nseg * sizeof(double), cudaMemcpyDeviceToHost,
+                             cu.stream));
+  CHECK_CUDA(cudaStreamSynchronize(cu.stream));
+}
+
+/* Each segment (at most OPS_NORM_BLOCK elements: one chunk) summed as k_seg_norms sums a block. */
+void k_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg) {
+  if (nseg <= 0) return;
+  std::vector<ochunk> ch((size_t)nseg);
+  for (int s = 0; s < nseg; s++) {
+    SCD_ASSERT(segs[s].n >= 1 && segs[s].n <= OPS_NORM_BLOCK);
+    ch[s] = ochunk{segs[s].off, (unsigned)segs[s].n, s};
+  }
+  const void *host[1] = {ch.data()};
+  const size_t bytes[1] = {ch.size() * sizeof(ochunk)};
+  void *dev[1];
+  upload_parts(1, host, bytes, dev);
+  double *partial = (double *)cu_scratch(SLOT_PARTIAL, (size_t)nseg * sizeof(double));
+  sumsq_kernel<<<(unsigned)nseg, OTHREADS, 0, cu.stream>>>(partial, buf, (const ochunk *)dev[0]);
+  CHECK_LAUNCH();
+  CHECK_CUDA(cudaMemcpyAsync(sumsq_host, partial, (size_t)nseg * sizeof(double), cudaMemcpyDeviceToHost,
                              cu.stream));
   CHECK_CUDA(cudaStreamSynchronize(cu.stream));
 }

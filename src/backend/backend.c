@@ -114,5 +114,8 @@ struct grad_comm *backend_grad_comm(const struct ops *ops) {
 }
 
 struct grad_comm *backend_grad_comm_shard(const struct ops *ops, const struct shard_plan *plan) {
-  return grad_comm_mpi_shard_create(ops, 0, plan);
+#if defined(HAVE_CUDA) && defined(HAVE_NCCL)
+  if (!strcmp(ops->name, "cuda")) return grad_comm_nccl_shard_create(ops, 0, plan);
+#endif
+  return grad_comm_mpi_shard_create(ops, 0, plan); /* the CPU backend's (train refuses others) */
 }

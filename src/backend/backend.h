@@ -27,7 +27,8 @@ int backend_shared_gpu(const unsigned char (*ids)[16], int n, int *a, int *b);
  * otherwise. */
 struct grad_comm *backend_grad_comm(const struct ops *ops);
 /* The reduce-scatter communicator of the sharded optimizer (&training shard_optimizer) over plan's
- * slices: MPI, CPU backend only (train refuses the key with the CUDA backend). */
+ * slices: NCCL for the CUDA backend, MPI for the CPU backend (the CUDA backend built without NCCL
+ * has none: train refuses the key there). */
 struct grad_comm *backend_grad_comm_shard(const struct ops *ops, const struct shard_plan *plan);
 
 #endif

@@ -199,10 +199,6 @@ static void check_misc(const struct checker *c) {
       strcmp(cfg->system.device, "cpu") == 0)
     report(c, prec, dev, "precision = 'bf16' needs a GPU, but device = 'cpu' (use 'fp32' or 'auto')");
   /* (device = 'auto' that finds GPUs is refused when the backend is chosen: train.c) */
-  const struct cfg_key *shard = config_key("training", "shard_optimizer");
-  if (!bad(c, shard) && !bad(c, dev) && cfg->training.shard_optimizer && strcmp(cfg->system.device, "cuda") == 0)
-    report(c, shard, dev, "shard_optimizer = .true. is not available with the CUDA backend yet, but device = 'cuda' "
-           "(use device = 'cpu', or shard_optimizer = .false.)");
 }
 
 /* What the later steps of a calculation will need, checked before the first runs (a pipeline

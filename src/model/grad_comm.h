@@ -18,10 +18,11 @@
  * when the backend is not the CPU one) and NCCL (cuda/, when built with NCCL).  backend.h picks.
  *
  * The sharded optimizer (&training shard_optimizer) uses a reduce-scatter communicator instead
- * (grad_comm_mpi_shard.c, CPU backend): the same bucket calls, but finish leaves the mean only on
- * this rank's slice of the buffer (plan, model/shard_plan.h; the rest of grads is left as it is),
- * and the table's shard functions move the slices back: allgather after the optimizer step (the
- * weights), allgather_f64 (the norm partials), gather_slice (the moments, for checkpoints). */
+ * (grad_comm_mpi_shard.c, CPU backend; cuda/grad_comm_nccl_shard.c, NCCL): the same bucket calls,
+ * but finish leaves the mean only on this rank's slice of the buffer (plan, model/shard_plan.h;
+ * the rest of grads is left as it is), and the table's shard functions move the slices back:
+ * allgather after the optimizer step (the weights), allgather_f64 (the norm partials),
+ * gather_slice (the moments, for checkpoints). */
 #ifndef SCDINO_GRAD_COMM_H
 #define SCDINO_GRAD_COMM_H
 
@@ -64,6 +65,9 @@ struct grad_comm *grad_comm_mpi_shard_create(const struct ops *ops, size_t bucke
                                              const struct shard_plan *plan);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes);
+/* The sharded optimizer's communicator with NCCL (CUDA backend), as grad_comm_mpi_shard_create. */
+struct grad_comm *grad_comm_nccl_shard_create(const struct ops *ops, size_t bucket_bytes,
+                                              const struct shard_plan *plan);
 /* Seconds a host wait on NCCL may last before the job ends (&gpu nccl_timeout, default 600; the
  * NCCL busbw benchmark's --timeout). */
 void grad_comm_nccl_set_timeout(double seconds);

@@ -208,8 +208,9 @@ struct ops {
   /* norms_host[i] = ||buf[segs[i]]||_2. */
   void (*seg_norms)(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
   /* Optional (NULL: no sharded optimizer): sumsq_host[i] = the sum of squares of buf[segs[i]] in
-   * double, added in element order, for segments of at most OPS_NORM_BLOCK elements: the block
-   * partials seg_norms adds up, so that norms assembled from them are seg_norms' bit for bit. */
+   * double, for segments of at most OPS_NORM_BLOCK elements, added as seg_norms adds a block's
+   * (the CPU: in element order; CUDA: in a fixed tree): the block partials seg_norms adds up in
+   * block order, so that norms assembled from them are seg_norms' bit for bit. */
   void (*seg_sumsq)(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg);
   /* buf[segs[i]] *= scale_host[i]. */
   void (*seg_scale)(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);

@@ -370,9 +370,11 @@ int train_run(const struct config *cfg) {
                 dir);
   }
   t->ops = backend_select(cfg);
+#ifndef HAVE_NCCL
   if (cfg->training.shard_optimizer && strcmp(t->ops->name, "cpu"))
-    scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true. is not available with the %s backend yet "
-              "(CPU backend only); set it to .false., or &system device = 'cpu'", t->ops->name);
+    scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true. with the %s backend needs NCCL, and this scdino "
+              "was built without it; set it to .false., or &system device = 'cpu'", t->ops->name);
+#endif
   setup_data(t);
   setup_model(t);
   setup_schedules(t);

@@ -73,11 +73,13 @@ void train_log_setup(const struct trainer *t) {
   if (t->opt.plan) { /* what the sharded optimizer keeps per rank, and what it saves */
     const struct shard_plan *p = t->opt.plan;
     const double mib = sizeof(float) / 1048576.0, full = 2.0 * (double)p->size * mib;
-    const double kept = 3.0 * (double)p->max_slice * mib; /* both moments and the received slice */
+    /* both moments, and the slice the MPI reduce-scatter receives (NCCL reduces in place) */
+    const int in_place = !strcmp(t->gc->name, "nccl-shard");
+    const double kept = (in_place ? 2.0 : 3.0) * (double)p->max_slice * mib;
     log_info("train: optimizer sharded over %d rank%s (&training shard_optimizer): AdamW moments of at most "
-             "%zu of %zu elements per rank, %.1f MiB with the reduce-scatter's slice instead of %.1f MiB of "
-             "moments unsharded: %.1f MiB per rank saved", p->world, p->world > 1 ? "s" : "", p->max_slice,
-             p->size, kept, full, full - kept);
+             "%zu of %zu elements per rank, %.1f MiB %s instead of %.1f MiB of moments unsharded: %.1f MiB "
+             "per rank saved", p->world, p->world > 1 ? "s" : "", p->max_slice, p->size, kept,
+             in_place ? "(the gradients reduced in place)" : "with the reduce-scatter's slice", full, full - kept);
   }
 }
 

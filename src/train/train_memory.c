@@ -63,7 +63,11 @@ void train_memory_check(const struct trainer *t) {
 #ifdef HAVE_CUDA
   if (gpu) { /* device memory: weights, gradients, moments, their bf16 copies, activations, crops */
     struct membudget dev = {0};
-    membudget_add(&dev, 5 * P + 2 * (P / 2), "weights, gradients, AdamW moments", "%s", model_keys);
+    if (cfg->training.shard_optimizer) /* NCCL reduces in place: the moments' slices only */
+      membudget_add(&dev, 3 * P + 2 * P / W + 2 * (P / 2), "weights, gradients, AdamW moments (sharded)",
+                    "%s, shard_optimizer over %d ranks", model_keys, t->world);
+    else
+      membudget_add(&dev, 5 * P + 2 * (P / 2), "weights, gradients, AdamW moments", "%s", model_keys);
     membudget_add(&dev, acts + crops + (cfg->system.prefetch_batches > 0 ? 2 : 1) * raw,
                   "activations of a training step",
                   "batch_size_per_rank = %lld, global_size = %d, local_size = %d, local_crops_number = %d, the model",

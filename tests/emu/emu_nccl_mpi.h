@@ -14,8 +14,10 @@ enum emu_op { EMU_SUM, EMU_PROD, EMU_MAX, EMU_MIN };
 /* Size of MPI_COMM_WORLD and this rank (1 and 0 before MPI_Init). */
 void emu_mpi_world(int *size, int *rank);
 /* The collectives over MPI_COMM_WORLD on host buffers, which may overlap as NCCL's in-place forms
- * do; each returns 0 on success. */
+ * do; each returns 0 on success.  Floating-point all-reduce and reduce combine the ranks' values in
+ * rank order, the same order for both (nccl_mpi.c). */
 int emu_mpi_allreduce(const void *send, void *recv, size_t count, enum emu_type type, enum emu_op op);
+int emu_mpi_reduce(const void *send, void *recv, size_t count, enum emu_type type, enum emu_op op, int root);
 int emu_mpi_reduce_scatter(const void *send, void *recv, size_t count, enum emu_type type, enum emu_op op);
 int emu_mpi_allgather(const void *send, void *recv, size_t bytes);
 int emu_mpi_bcast(const void *send, void *recv, size_t bytes, int root);

@@ -11,7 +11,8 @@ scratch emu_gpu_session
 mkdir -p pack/bin
 e="$top_builddir/tests/emu"
 for p in gpu_ops:test_gpu_ops gpu_model_ref:test_gpu_model_ref gpu_train:test_gpu_train \
-         gpu_augment:test_gpu_augment gpu_nccl:test_gpu_nccl gpu_train_bench:gpu_train_bench \
+         gpu_augment:test_gpu_augment gpu_nccl:test_gpu_nccl gpu_shard:test_gpu_shard gpu_knn:test_gpu_knn \
+         gpu_train_bench:gpu_train_bench \
          scdino:scdino scdino_allreduce_perf:scdino_allreduce_perf cudnn_probe:cudnn_probe; do
   ln -s "$e/${p%%:*}" "pack/bin/${p##*:}"
 done
@@ -25,7 +26,7 @@ expect_exit 0 env OUT="$dir/out" TMPDIR="$dir" \
   tests probe bench attnk attn extra train busbw e2e features
 out=$(cat "$dir/out/summary.txt" 2>&1)
 for t in test_gpu_absent test_gpu_ops test_gpu_model_ref test_gpu_train test_gpu_augment test_gpu_nccl \
-         test_optim_update; do
+         test_gpu_shard test_optim_update; do
   expect_grep "^$t +PASS "
 done
 expect_grep '^test_gpu_ops \(tuned\) +PASS '

@@ -2,14 +2,15 @@
  * emulator (tests/emu/).
  *
  * A communicator is MPI_COMM_WORLD (nccl_mpi.c; its size and this rank must be what
- * ncclCommInitRank is given).  All-reduce, reduce-scatter, all-gather and broadcast are the MPI
- * collectives on the host buffers that stand for device memory, done on the calling thread once
- * the work queued on their stream has run (runtime.cc's queues; done at once rather than queued,
- * as a rank that waits in MPI for a peer whose collective is still queued would never return);
- * reductions of 8-64-bit integers and fp32/fp64 (sum, product, max, min, and avg of
- * floating types).  Calls inside ncclGroupStart/End run as they come: every rank issues them in
- * the same order.  Anything else (fp16/bf16 reductions, other operations) fails with
- * ncclInvalidArgument and a message. */
+ * ncclCommInitRank is given).  All-reduce, reduce, reduce-scatter, all-gather and broadcast are the
+ * MPI collectives on the host buffers that stand for device memory, done on the calling thread
+ * once the work queued on their stream has run (runtime.cc's queues; done at once rather than
+ * queued, as a rank that waits in MPI for a peer whose collective is still queued would never
+ * return); reductions of 8-64-bit integers and fp32/fp64 (sum, product, max, min, and avg of
+ * floating types).  fp32 and fp64 all-reduce and reduce combine the ranks' values in rank order,
+ * so both give the same sums (nccl_mpi.c).  Calls inside ncclGroupStart/End run as they come:
+ * every rank issues them in the same order.  Anything else (fp16/bf16 reductions, other
+ * operations) fails with ncclInvalidArgument and a message. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +127,8 @@ void divide(void *buf, size_t count, emu_type t, int n) {
     for (size_t i = 0; i < count; i++) ((double *)buf)[i] /= (double)n;
 }
 
-ncclResult_t reduction(const char *fn, bool scatter, const void *send, void *recv, size_t count,
+/* The reductions: all-reduce (root -1), reduce-scatter (root -2), reduce onto root. */
+ncclResult_t reduction(const char *fn, int root, const void *send, void *recv, size_t count,
                        ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm) {
   char msg[160];
   emu_type t;
@@ -145,13 +147,19 @@ ncclResult_t reduction(const char *fn, bool scatter, const void *send, void *rec
     snprintf(msg, sizeof msg, "%s: more than 2^30 elements", fn);
     return invalid(msg);
   }
+  if (root >= comm->nranks || root < -2) {
+    snprintf(msg, sizeof msg, "%s: root %d of %d ranks", fn, root, comm->nranks);
+    return invalid(msg);
+  }
   int rc = 0;
   if (comm->nranks == 1) {
     if (send != recv) memmove(recv, send, count * size);
   } else {
-    rc = scatter ? emu_mpi_reduce_scatter(send, recv, count, t, o) : emu_mpi_allreduce(send, recv, count, t, o);
+    rc = root == -2   ? emu_mpi_reduce_scatter(send, recv, count, t, o)
+         : root == -1 ? emu_mpi_allreduce(send, recv, count, t, o)
+                      : emu_mpi_reduce(send, recv, count, t, o, root);
   }
-  if (rc == 0 && avg) divide(recv, count, t, comm->nranks);
+  if (rc == 0 && avg && (root < 0 || root == comm->rank)) divide(recv, count, t, comm->nranks);
   return rc == 0 ? ncclSuccess : ncclSystemError;
 }
 
@@ -169,13 +177,20 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
-  return reduction("ncclAllReduce", false, send, recv, count, type, op, comm);
+  return reduction("ncclAllReduce", -1, send, recv, count, type, op, comm);
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
-  return reduction("ncclReduceScatter", true, send, recv, count, type, op, comm);
+  return reduction("ncclReduceScatter", -2, send, recv, count, type, op, comm);
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  emu_stream_force(stream); /* its stream's earlier work first; the collective runs now */
+  if (root < 0) return invalid("ncclReduce: a negative root");
+  return reduction("ncclReduce", root, send, recv, count, type, op, comm);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm,

@@ -16,7 +16,7 @@ pack=${2:-$top/build-gpu}
 grep -q '^#define HAVE_CUDA 1' "$build/build_config.h" ||
   { echo "$build is not configured --with-cuda" >&2; exit 2; }
 progs="tests/gpu/test_gpu_ops tests/gpu/test_gpu_model_ref tests/gpu/test_gpu_train
-tests/gpu/test_gpu_augment tests/gpu/test_gpu_nccl tests/gpu/test_gpu_knn tests/gpu/test_gpu_absent tests/unit/model/test_optim_update
+tests/gpu/test_gpu_augment tests/gpu/test_gpu_nccl tests/gpu/test_gpu_shard tests/gpu/test_gpu_knn tests/gpu/test_gpu_absent tests/unit/model/test_optim_update
 tests/gpu/cudnn_probe
 bench/gpu_train_bench bench/knn_bench tests/fixtures/train_mkdata scdino scdino_allreduce_perf"
 # shellcheck disable=SC2086

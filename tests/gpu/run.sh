@@ -182,6 +182,7 @@ if [[ " $stages " == *" tests "* ]]; then
   run_test test_gpu_train 300
   run_test test_gpu_augment 120
   run_test test_gpu_nccl 120
+  run_test test_gpu_shard 120
   run_test test_gpu_knn 120
   run_test test_optim_update 120
   # the GEMMs tuned (&gpu gemm_tune): candidates timed on the real operands first

@@ -259,8 +259,7 @@ static void test_cross_checks(void) {
   EXPECT_ERR(CTRL "&training precision = 'bf16' / &system device = 'cpu' /", 1,
              "precision = 'bf16' needs a GPU, but device = 'cpu'");
   EXPECT_OK(CTRL "&training precision = 'bf16' / &system device = 'auto' /");
-  EXPECT_ERR(CTRL "&training shard_optimizer = .true. / &system device = 'cuda' /", 1,
-             "shard_optimizer = .true. is not available with the CUDA backend yet, but device = 'cuda'");
+  EXPECT_OK(CTRL "&training shard_optimizer = .true. / &system device = 'cuda' /");
   EXPECT_OK(CTRL "&training shard_optimizer = .true. / &system device = 'cpu' /");
   EXPECT_ERR(CTRL "&data train_fraction = 0 /", 1, "train_fraction = 0 leaves no training images");
   EXPECT_ERR("&control calculation = 'features' / &data train_fraction = 1 /", 1,
