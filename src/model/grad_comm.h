@@ -39,7 +39,7 @@ struct grad_comm {
   void *impl;
 };
 
-/* MPI over MPI_COMM_WORLD; bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
+/* MPI over the current group (core/comm_mpi.h); bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
 struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_bytes);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */
 struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes);
