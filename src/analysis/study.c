@@ -14,6 +14,7 @@
 #include "core/fsutil.h"
 #include "core/h5util.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "data/shards.h"
 #include "train/checkpoint.h"
 
@@ -94,7 +95,14 @@ static void write_echo(const struct config *c) {
 static int run_sets(const struct config *cfg, const struct study_set *sets, int nsets, int group, int ngroups,
                     int *stopped) {
   static struct config c;
+  /* Between sets (and while a group waits for the others at the end) a signal only asks for a
+   * stop: a group that is done must not end the job while another writes its stop checkpoint. */
+  signals_set_mode(SIGNALS_DEFER, "calculation 'study' (between channel sets)");
   for (int i = group; i < nsets && !*stopped; i += ngroups) {
+    if (comm_any(signals_received() != 0)) {
+      *stopped = 1;
+      break;
+    }
     const struct study_set *s = &sets[i];
     set_config(cfg, s, &c);
     if (ngroups > 1) log_set_tag(s->name);
@@ -116,6 +124,7 @@ static int run_sets(const struct config *cfg, const struct study_set *sets, int 
     if (comm_rank() == 0) write_echo(&c);
     const int rc = pipeline_run_prepared(&c);
     if (rc != 0) return rc;
+    signals_set_mode(SIGNALS_DEFER, "calculation 'study' (between channel sets)");
     char path[4096];
     fs_join(path, sizeof path, c.control.run_dir, "pipeline.txt");
     done = comm_rank() == 0 ? fs_exists(path) : 0;

@@ -114,8 +114,10 @@ void study_summary_write(const struct study_summary *s) {
   fs_join(path, sizeof path, s->run_dir, "study.h5");
   struct h5util_image img;
   hid_t fid = h5util_image_begin(path, &img);
-  h5util_attr_write_i32(fid, "ranks", s->ranks);
-  h5util_attr_write_i32(fid, "ranks_per_run", s->ranks_per_run);
+  h5util_attr_write_str(fid, "format", "scdino-study");
+  h5util_attr_write_i64(fid, "version", 2); /* 2: checksummed, as every file of this version */
+  h5util_attr_write_i64(fid, "ranks", s->ranks);
+  h5util_attr_write_i64(fid, "ranks_per_run", s->ranks_per_run);
   h5util_attr_write_str(fid, "shard_dir", s->shard_dir);
   const char **names = xcalloc((size_t)s->nsets, sizeof *names), **texts = xcalloc((size_t)s->nsets, sizeof *texts);
   char(*chans)[CHANNEL_SET_MAX * 6] = xcalloc((size_t)s->nsets, sizeof *chans);

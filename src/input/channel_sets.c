@@ -35,8 +35,8 @@ int channel_set_parse(const char *text, const char (*names)[CFG_WORDLEN], int nn
       c = strtol(tok, NULL, 10);
       const int limit = nchannels >= 0 ? nchannels : nnames;
       if (errno || (limit > 0 && c >= limit)) {
-        snprintf(why, n, "'%s': channel %s does not exist (the images have %d channels, 0 to %d)", text, tok, limit,
-                 limit - 1);
+        snprintf(why, n, "'%s': channel %s does not exist (%s %d channels, 0 to %d)", text, tok,
+                 nchannels >= 0 ? "the images have" : "channel_names names", limit, limit - 1);
         return -1;
       }
     } else {

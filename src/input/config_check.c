@@ -238,7 +238,7 @@ static void check_study(const struct checker *c) {
   const struct cfg_key *calc = config_key("control", "calculation"), *sets = config_key("study", "channel_sets");
   const struct cfg_key *ch = config_key("data", "channels"), *names = config_key("data", "channel_names");
   if (bad(c, calc) || strcmp(cfg->control.calculation, "study") != 0) {
-    if (!bad(c, calc) && seen(c, sets))
+    if (!bad(c, calc) && !bad(c, sets) && cfg->study.n_channel_sets > 0)
       report(c, sets, NULL, "channel_sets is only used with calculation = 'study'");
     return;
   }
