@@ -155,6 +155,9 @@ int study_run(const struct config *cfg) {
            N, N > 1 ? "s" : "", ngroups, ngroups > 1 ? "s" : "", R,
            ngroups > 1 ? "its share of the sets at the same time as the others" : "one set after the other");
 
+  if (ngroups > nsets)
+    log_warn("study: %d groups of %d rank%s for %d set%s: %d group%s stay idle (choose a larger &study ranks_per_run)",
+             ngroups, R, R > 1 ? "s" : "", nsets, nsets > 1 ? "s" : "", ngroups - nsets, ngroups - nsets > 1 ? "s" : "");
   int group = 0, stopped = 0;
   if (ngroups > 1) {
     group = comm_group_begin(R);

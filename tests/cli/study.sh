@@ -2,11 +2,11 @@
 # tests/cli/study.sh - calculation='study' through the binary on a 40-image, 3-channel shard set
 # with the tiny training model: a 2-set study on 1 rank (per-set runs, study.txt and study.h5
 # against each set's knn.h5 and log.txt, the plot); the grouping (a set's checkpoints bit-identical
-# on 2 ranks alone and inside a 4-rank study of 2 groups, and on 1 rank alone and in 2 groups of 1);
-# stop and restart (finished sets skipped, the stopped one continued, bit-identical to an
-# uninterrupted study) on 1, 2 and 4 ranks; comm groups themselves (test_comm_group on 1, 2 and 4
-# ranks); bad decks: unknown channel index or name, repeated sets, ranks_per_run that does not
-# divide the ranks or exceeds them, data.channels in a study.
+# on 2 ranks alone and inside a 4-rank study of 2 groups, on 1 rank alone and in 2 groups of 1, and
+# in 4 groups of 1 with three idle); stop and restart (finished sets skipped, the stopped one
+# continued, bit-identical to an uninterrupted study) on 1, 2 and 4 ranks; comm groups themselves
+# (test_comm_group on 1, 2 and 4 ranks); bad decks: unknown channel index or name, repeated sets,
+# ranks_per_run that does not divide the ranks or exceeds them, data.channels in a study.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 . "$top_srcdir/tests/faults/fault_lib.sh"
@@ -110,6 +110,11 @@ study_deck groups2 "$SETS" "ranks_per_run = 1" >groups2.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" groups2.nml
 expect_grep '2 groups of 1'
 same_sets one groups2
+# one set in 4 groups of 1 rank: three groups idle (warned), the set as on 1 rank alone
+study_deck idle4 "'ch2'" "ranks_per_run = 1" >idle4.nml
+bounded 0 $MPIEXEC -n 4 "$SCDINO" idle4.nml
+expect_grep 'warning: study: 4 groups of 1 rank for 1 set: 3 groups stay idle'
+for f in checkpoint.h5 checkpoint_0001.h5; do ckpt_same one/$S2/$f idle4/$S2/$f; done
 # (the 1-rank and 2-rank runs differ: the total batch is another)
 nchecks=$((nchecks + 1))
 "$top_builddir/tests/fixtures/ckpt_compare" -e one/$S2/checkpoint.h5 alone2/$S2/checkpoint.h5 /teacher >/dev/null 2>&1 &&
