@@ -78,6 +78,9 @@ def main():
     for i, n in enumerate(names):
         ax2.plot(ks, top1["trained"][i], marker="o", label=n)
     ax2.set_xscale("log")
+    ax2.set_xticks(ks)
+    ax2.set_xticklabels([str(k) for k in ks])
+    ax2.minorticks_off()
     ax2.set_xlabel("k")
     ax2.set_ylabel("kNN Top-1 (%), trained")
     ax2.set_ylim(0, 105)
