@@ -71,10 +71,11 @@ def main():
             ax.scatter(x, top1[g][:, ki], marker=m, color=c, zorder=3, label=label[g])
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=30, ha="right")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 125)  # room for the legend above the bars
+    ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("kNN Top-1 (%)")
     ax.set_title("channel sets at k = %d" % ks[ki])
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", ncol=3)
     for i, n in enumerate(names):
         ax2.plot(ks, top1["trained"][i], marker="o", label=n)
     ax2.set_xscale("log")

@@ -69,12 +69,21 @@ void study_summary_print(const struct study_summary *s, FILE *f) {
   fprintf(f, "  %d channel sets, shards in %s, on %d rank%s (%d per set)\n", s->nsets, s->shard_dir, s->ranks,
           s->ranks > 1 ? "s" : "", s->ranks_per_run);
   fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2); the baselines see the same channels:\n");
-  fprintf(f, "  %-24s %-12s %10s %6s", "set", "channels", "final loss", "k");
-  for (int b = 0; b < s->nbase; b++) {
-    char head[64];
-    snprintf(head, sizeof head, "%s", b == 0 ? "trained" : s->base_label[b][0] ? s->base_label[b] : s->base_name[b]);
-    fprintf(f, b + 1 < s->nbase ? "  %-20.20s" : "  %.20s", head);
+  /* Columns as wide as their widest entry: set names, channel lists, feature-set headings. */
+  int wname = 3, wch = 8, wcol[3];
+  char head[3][64];
+  for (int i = 0; i < s->nsets; i++) {
+    char ch[CHANNEL_SET_MAX * 6];
+    channels_text(&s->sets[i], ch, sizeof ch);
+    if ((int)strlen(s->sets[i].name) > wname) wname = (int)strlen(s->sets[i].name);
+    if ((int)strlen(ch) > wch) wch = (int)strlen(ch);
   }
+  for (int b = 0; b < s->nbase; b++) {
+    snprintf(head[b], sizeof head[b], "%s", b == 0 ? "trained" : s->base_label[b][0] ? s->base_label[b] : s->base_name[b]);
+    wcol[b] = (int)strlen(head[b]) > 15 ? (int)strlen(head[b]) : 15;
+  }
+  fprintf(f, "  %-*s  %-*s  %10s  %4s", wname, "set", wch, "channels", "final loss", "k");
+  for (int b = 0; b < s->nbase; b++) fprintf(f, "  %-*s", b + 1 < s->nbase ? wcol[b] : 0, head[b]);
   fprintf(f, "\n");
   int best = 0, best_k = 0;
   for (int i = 0; i < s->nsets; i++) {
@@ -86,14 +95,12 @@ void study_summary_print(const struct study_summary *s, FILE *f) {
       snprintf(loss, sizeof loss, "n/a");
     for (int k = 0; k < s->nk; k++) {
       if (s->top1[AT(s, i, 0, k)] > s->top1[AT(s, best, 0, best_k)]) best = i, best_k = k;
-      if (k == 0)
-        fprintf(f, "  %-24s %-12s %10s %6lld", s->sets[i].name, ch, loss, s->k[k]);
-      else
-        fprintf(f, "  %-24s %-12s %10s %6lld", "", "", "", s->k[k]);
+      fprintf(f, "  %-*s  %-*s  %10s  %4lld", wname, k == 0 ? s->sets[i].name : "", wch, k == 0 ? ch : "",
+              k == 0 ? loss : "", s->k[k]);
       for (int b = 0; b < s->nbase; b++) {
         char cell[48];
         snprintf(cell, sizeof cell, "%6.2f / %6.2f", s->top1[AT(s, i, b, k)], s->top2[AT(s, i, b, k)]);
-        fprintf(f, b + 1 < s->nbase ? "  %-20s" : "  %s", cell);
+        fprintf(f, "  %-*s", b + 1 < s->nbase ? wcol[b] : 0, cell);
       }
       fprintf(f, "\n");
     }
