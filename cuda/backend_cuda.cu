@@ -126,14 +126,14 @@ static int cu_init(void) {
   /* One rank per GPU: local rank i takes GPU i, or the only GPU the launcher left visible. */
   const struct comm_info *ci = comm_get();
   int dev;
-  if (ndev >= ci->local_size) {
-    dev = ci->local_rank;
+  if (ndev >= ci->node_size) { /* every rank of the node, whatever its study group */
+    dev = ci->node_rank;
   } else if (ndev == 1) {
     dev = 0;
   } else {
     snprintf(why_not, sizeof why_not,
              "%d ranks run on this node but it has %d GPUs: launch one rank per GPU",
-             ci->local_size, ndev);
+             ci->node_size, ndev);
     return 0;
   }
   e = cudaSetDevice(dev);

@@ -25,6 +25,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/log.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
@@ -280,11 +281,12 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   grad_comm_sent_init(&g->sent);
   g->timeout = grad_comm_nccl_timeout();
   const struct comm_info *ci = comm_get();
-  /* The communicator spans every rank, also a single one, so one code path runs everywhere. */
+  /* The communicator spans every rank of the current group (comm_mpi.h), also a single one, so one
+   * code path runs everywhere; a study's groups each get their own. */
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   if (ci->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
-  if (ci->size > 1) CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  if (ci->size > 1) CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm_mpi()));
   CHECK_NCCL(ncclCommInitRank(&g->comm, ci->size, id, ci->rank));
   live_comm = g->comm;
   comm_at_exit(abort_live_comm);

@@ -28,6 +28,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/log.h"
 #include "cuda/cuda_check.h"
 #include "cuda/grad_comm_nccl.h"
@@ -154,7 +155,7 @@ static void s_allgather_f64(struct grad_comm *gc, const double *mine, int n, con
   int *displs = xcalloc((size_t)gc->world, sizeof *displs);
   for (int r = 1; r < gc->world; r++) displs[r] = displs[r - 1] + counts[r - 1];
   const double t0 = wtime();
-  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, comm_mpi()));
   gc->wait_seconds += wtime() - t0;
   free(displs);
 }
@@ -169,7 +170,7 @@ static void s_gather_slice(struct grad_comm *gc, const float *slice, float *full
   }
   g->ops->download(g->host, slice, (size_t)g->counts[me] * sizeof(float));
   CHECK_MPI(MPI_Gatherv(g->host, g->counts[me], MPI_FLOAT, full, g->counts, g->displs, MPI_FLOAT, 0,
-                        MPI_COMM_WORLD));
+                        comm_mpi()));
 }
 
 static void s_destroy(struct grad_comm *gc) {

@@ -10,6 +10,7 @@
 #include "analysis/features.h"
 #include "analysis/knn.h"
 #include "analysis/pipeline.h"
+#include "analysis/study.h"
 #include "calc.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -26,6 +27,7 @@ struct calc_entry {
 static const struct calc_entry calcs[] = {
     {"prepare", prepare_run}, {"train", train_run}, {"features", features_run},
     {"knn", knn_run},     {"attention", attention_run}, {"pipeline", pipeline_run},
+    {"study", study_run},
 };
 
 int calc_run(const struct config *cfg) {

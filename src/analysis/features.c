@@ -12,6 +12,7 @@
 #include "analysis/features_io.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/membudget.h"
@@ -91,11 +92,11 @@ void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit,
   CHECK_MPI(MPI_Type_contiguous((int)rowbytes, MPI_BYTE, &row));
   CHECK_MPI(MPI_Type_commit(&row));
   if (all_ranks)
-    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, comm_mpi()));
   else if (rank == 0)
-    CHECK_MPI(MPI_Gatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, 0, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Gatherv(MPI_IN_PLACE, 0, row, full, counts, displs, row, 0, comm_mpi()));
   else
-    CHECK_MPI(MPI_Gatherv(mine, counts[rank], row, NULL, NULL, NULL, row, 0, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Gatherv(mine, counts[rank], row, NULL, NULL, NULL, row, 0, comm_mpi()));
   CHECK_MPI(MPI_Type_free(&row));
   free(counts);
   free(displs);

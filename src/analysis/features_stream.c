@@ -14,6 +14,7 @@
 #include "analysis/features_io.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"
 
@@ -94,7 +95,7 @@ struct features_stream *features_stream_open(const char *path, int64_t n, int D,
 /* Rank 0: take one message (blocking) and write its rows. */
 static void receive_one(struct features_stream *s) {
   MPI_Status st;
-  CHECK_MPI(MPI_Recv(s->rbuf, (int)s->msg_cap, MPI_BYTE, MPI_ANY_SOURCE, STREAM_TAG, MPI_COMM_WORLD, &st));
+  CHECK_MPI(MPI_Recv(s->rbuf, (int)s->msg_cap, MPI_BYTE, MPI_ANY_SOURCE, STREAM_TAG, comm_mpi(), &st));
   int bytes = 0;
   CHECK_MPI(MPI_Get_count(&st, MPI_BYTE, &bytes));
   SCD_ASSERT(bytes >= (int)sizeof(int64_t) && ((size_t)bytes - sizeof(int64_t)) % s->row_bytes == 0);
@@ -109,7 +110,7 @@ void features_stream_poll(struct features_stream *s) {
   if (s->rank != 0) return;
   while (s->pending > 0) {
     int flag = 0;
-    CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, STREAM_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, STREAM_TAG, comm_mpi(), &flag, MPI_STATUS_IGNORE));
     if (!flag) return;
     receive_one(s);
   }
@@ -129,7 +130,7 @@ void features_stream_rows(struct features_stream *s, int64_t row0, int64_t cnt, 
   CHECK_MPI(MPI_Wait(&s->req[k], MPI_STATUS_IGNORE)); /* rank 0 has the batch before last */
   memcpy(s->sbuf[k], &row0, sizeof row0);
   memcpy(s->sbuf[k] + sizeof row0, rows, (size_t)cnt * s->row_bytes);
-  CHECK_MPI(MPI_Isend(s->sbuf[k], (int)bytes, MPI_BYTE, 0, STREAM_TAG, MPI_COMM_WORLD, &s->req[k]));
+  CHECK_MPI(MPI_Isend(s->sbuf[k], (int)bytes, MPI_BYTE, 0, STREAM_TAG, comm_mpi(), &s->req[k]));
 }
 
 void features_stream_drain(struct features_stream *s) {

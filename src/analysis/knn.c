@@ -19,6 +19,7 @@
 #endif
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/log.h"
 #include "core/progress.h"
 
@@ -418,7 +419,7 @@ void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasse
     double t0 = wtime();
     if (size > 1)
       CHECK_MPI(MPI_Reduce(rank == owner ? MPI_IN_PLACE : lists, lists, (int)nb_rows, row_type, merge, owner,
-                           MPI_COMM_WORLD));
+                           comm_mpi()));
     if (rank == owner) {
       for (int64_t i = 0; i < nb_rows; i++) test_lab[i] = labels[test_rows[b0 + i]];
       vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows);

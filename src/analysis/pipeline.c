@@ -127,7 +127,26 @@ static void step_begin(struct pipeline_summary *s, const char *name) {
   log_info("==== pipeline step %d: %s ====", s->nsteps + 1, name);
 }
 
-int pipeline_run(const struct config *cfg) {
+int pipeline_prepare(const struct config *c) {
+  int have = comm_rank() == 0 ? shards_complete(c->data.shard_dir) : 0;
+  comm_bcast(&have, sizeof have, 0);
+  if (have) {
+    log_info("%s: %s holds a complete shard set; prepare skipped", c->control.calculation, c->data.shard_dir);
+    /* ... once prepare's check finds it made from this TIFF tree and these &data settings. */
+    if (c->data.tiff_dir[0] && c->data.check_tiff_tree) {
+      const int rc = prepare_run(c);
+      if (rc != 0) return rc;
+    }
+    return -1;
+  }
+  if (!c->data.tiff_dir[0])
+    scd_fatal(SCD_EXIT_INPUT, "%s: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir is "
+              "empty: name the TIFF tree to prepare", c->control.calculation, c->data.shard_dir);
+  return prepare_run(c);
+}
+
+/* The pipeline; with_prepare 0: the shards were prepared (and checked) before (a study). */
+static int pipeline_steps(const struct config *cfg, int with_prepare) {
   static struct pipeline_summary s;
   memset(&s, 0, sizeof s);
   snprintf(s.run_dir, sizeof s.run_dir, "%s", cfg->control.run_dir);
@@ -144,22 +163,13 @@ int pipeline_run(const struct config *cfg) {
 
   double t = wtime();
   step_begin(&s, "prepare");
-  int have = comm_rank() == 0 ? shards_complete(c.data.shard_dir) : 0;
-  comm_bcast(&have, sizeof have, 0);
-  if (have) {
-    log_info("pipeline: %s holds a complete shard set; prepare skipped", c.data.shard_dir);
-    s.step_skipped[s.nsteps] = 1;
-    /* ... once prepare's check finds it made from this TIFF tree and these &data settings. */
-    if (c.data.tiff_dir[0] && c.data.check_tiff_tree) {
-      const int rc = prepare_run(&c);
-      if (rc != 0) return rc;
-    }
+  if (with_prepare) {
+    const int rc = pipeline_prepare(&c);
+    if (rc > 0) return rc;
+    s.step_skipped[s.nsteps] = rc < 0;
   } else {
-    if (!c.data.tiff_dir[0])
-      scd_fatal(SCD_EXIT_INPUT, "pipeline: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir is "
-                "empty: name the TIFF tree to prepare", c.data.shard_dir);
-    const int rc = prepare_run(&c);
-    if (rc != 0) return rc;
+    log_info("pipeline: the shards in %s are prepared; prepare skipped", c.data.shard_dir);
+    s.step_skipped[s.nsteps] = 1;
   }
   s.step_seconds[s.nsteps++] = wtime() - t;
 
@@ -242,3 +252,7 @@ int pipeline_run(const struct config *cfg) {
   comm_barrier();
   return 0;
 }
+
+int pipeline_run(const struct config *cfg) { return pipeline_steps(cfg, 1); }
+
+int pipeline_run_prepared(const struct config *cfg) { return pipeline_steps(cfg, 0); }

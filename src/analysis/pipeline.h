@@ -19,6 +19,12 @@
 
 /* calculation = 'pipeline' (every rank); returns the exit status. */
 int pipeline_run(const struct config *cfg);
+/* The same without its prepare step, on shards already prepared and checked (a study's sets). */
+int pipeline_run_prepared(const struct config *cfg);
+/* The prepare step (collective): prepare_run when data.shard_dir holds no complete shard set (then
+ * data.tiff_dir must be set), or its check of the shards against the TIFF tree (tiff_dir set and
+ * check_tiff_tree).  Returns prepare's exit status, or -1 when the shards were there already. */
+int pipeline_prepare(const struct config *cfg);
 
 /* Numbers the summary is made of. */
 struct pipeline_summary {

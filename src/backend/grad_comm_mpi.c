@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/log.h"
 #include "model/grad_comm.h"
 
@@ -45,7 +46,7 @@ static void launch(struct mpi_gc *g, size_t off, size_t n) {
     r->n = m;
     float *p = g->host_mem ? g->grads + o : g->stage + o;
     if (!g->host_mem) g->ops->download(p, g->grads + o, m * sizeof(float));
-    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, p, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r->r));
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, p, (int)m, MPI_FLOAT, MPI_SUM, comm_mpi(), &r->r));
   }
 }
 

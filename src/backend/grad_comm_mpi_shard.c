@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/log.h"
 #include "model/grad_comm.h"
 #include "model/shard_plan.h"
@@ -60,7 +61,7 @@ static void launch(struct shard_gc *g, size_t off, size_t n) {
       r->counts[k] = (int)c;
       if (k == p->rank) mine = c ? at - p->lo[k] : 0;
     }
-    CHECK_MPI(MPI_Ireduce_scatter(g->grads + o, g->slice + mine, r->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+    CHECK_MPI(MPI_Ireduce_scatter(g->grads + o, g->slice + mine, r->counts, MPI_FLOAT, MPI_SUM, comm_mpi(),
                                   &r->r));
   }
 }
@@ -134,7 +135,7 @@ static void s_allgather(struct grad_comm *gc, float *buf) {
   if (gc->world == 1) return;
   const double t0 = wtime();
   CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, g->counts, g->displs, MPI_FLOAT,
-                           MPI_COMM_WORLD));
+                           comm_mpi()));
   gc->wait_seconds += wtime() - t0;
 }
 
@@ -146,7 +147,7 @@ static void s_allgather_f64(struct grad_comm *gc, const double *mine, int n, con
   int *displs = xcalloc((size_t)gc->world, sizeof *displs);
   for (int r = 1; r < gc->world; r++) displs[r] = displs[r - 1] + counts[r - 1];
   const double t0 = wtime();
-  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, comm_mpi()));
   gc->wait_seconds += wtime() - t0;
   free(displs);
 }
@@ -159,7 +160,7 @@ static void s_gather_slice(struct grad_comm *gc, const float *slice, float *full
     return;
   }
   CHECK_MPI(MPI_Gatherv(slice, g->counts[me], MPI_FLOAT, full, g->counts, g->displs, MPI_FLOAT, 0,
-                        MPI_COMM_WORLD));
+                        comm_mpi()));
 }
 
 static void s_destroy(struct grad_comm *gc) {

@@ -10,11 +10,15 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/watchdog.h"
 
-static struct comm_info info = {0, 1, 0, 1, 0};
+static struct comm_info info = {0, 1, 0, 1, 0, 0, 1, 0, 1};
 
-static MPI_Comm node_comm = MPI_COMM_NULL; /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
+static MPI_Comm node_comm = MPI_COMM_NULL;  /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
+static MPI_Comm group_comm = MPI_COMM_NULL; /* the current group (comm_group_begin); NULL: none */
+
+MPI_Comm comm_mpi(void) { return group_comm != MPI_COMM_NULL ? group_comm : MPI_COMM_WORLD; }
 
 void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for) {
   if (info.local_size <= 1) return;
@@ -41,6 +45,8 @@ void comm_init(int *argc, char ***argv) {
   CHECK_MPI(MPI_Comm_set_errhandler(node_comm, MPI_ERRORS_RETURN));
   CHECK_MPI(MPI_Comm_rank(node_comm, &info.local_rank));
   CHECK_MPI(MPI_Comm_size(node_comm, &info.local_size));
+  info.world_rank = info.rank, info.world_size = info.size;
+  info.node_rank = info.local_rank, info.node_size = info.local_size;
   scd_note_mpi(info.rank, info.size);
 }
 
@@ -62,7 +68,7 @@ static void allreduce(void *buf, size_t n, size_t elem, MPI_Datatype t, MPI_Op o
   char *p = buf;
   for (size_t off = 0; off < n; off += CHUNK) {
     size_t m = n - off < CHUNK ? n - off : CHUNK;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * elem, (int)m, t, op, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * elem, (int)m, t, op, comm_mpi()));
   }
 }
 
@@ -82,7 +88,7 @@ void comm_bcast(void *buf, size_t bytes, int root) {
   char *p = buf;
   for (size_t off = 0; off < bytes; off += CHUNK) {
     size_t m = bytes - off < CHUNK ? bytes - off : CHUNK;
-    CHECK_MPI(MPI_Bcast(p + off, (int)m, MPI_BYTE, root, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Bcast(p + off, (int)m, MPI_BYTE, root, comm_mpi()));
   }
 }
 
@@ -92,11 +98,11 @@ void comm_allgather(const void *mine, void *all, size_t bytes) {
     memmove(all, mine, bytes);
     return;
   }
-  CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_mpi()));
 }
 
 void comm_barrier(void) {
-  if (info.size > 1) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  if (info.size > 1) CHECK_MPI(MPI_Barrier(comm_mpi()));
 }
 
 #define MAX_EXIT_HOOKS 4
@@ -122,6 +128,48 @@ void comm_exit_all(int code) {
     if (exit_hooks[i]) exit_hooks[i]();
   comm_finalize();
   exit(code);
+}
+
+static struct comm_info world_info; /* outside the group */
+static MPI_Comm world_node_comm;
+
+int comm_group_begin(int ranks_per_group) {
+  SCD_ASSERT(group_comm == MPI_COMM_NULL && ranks_per_group > 0 && info.world_size % ranks_per_group == 0);
+  const int group = info.world_rank / ranks_per_group;
+  MPI_Comm g, n;
+  CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, group, info.world_rank, &g));
+  CHECK_MPI(MPI_Comm_set_errhandler(g, MPI_ERRORS_RETURN));
+  CHECK_MPI(MPI_Comm_split_type(g, MPI_COMM_TYPE_SHARED, info.world_rank, MPI_INFO_NULL, &n));
+  CHECK_MPI(MPI_Comm_set_errhandler(n, MPI_ERRORS_RETURN));
+  world_info = info, world_node_comm = node_comm;
+  group_comm = g, node_comm = n;
+  CHECK_MPI(MPI_Comm_rank(g, &info.rank));
+  CHECK_MPI(MPI_Comm_size(g, &info.size));
+  CHECK_MPI(MPI_Comm_rank(n, &info.local_rank));
+  CHECK_MPI(MPI_Comm_size(n, &info.local_size));
+  return group;
+}
+
+void comm_group_end(void) {
+  SCD_ASSERT(group_comm != MPI_COMM_NULL);
+  CHECK_MPI(MPI_Comm_free(&node_comm));
+  CHECK_MPI(MPI_Comm_free(&group_comm));
+  info = world_info, node_comm = world_node_comm;
+}
+
+int comm_all_any(int flag, const char *waiting_for) {
+  int v = flag ? 1 : 0;
+  if (info.world_size == 1) return v;
+  MPI_Request rq;
+  CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD, &rq));
+  for (int done = 0;;) {
+    CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    if (waiting_for) watchdog_progress(waiting_for, -1);
+    const struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  return v;
 }
 
 const char *comm_library_version(void) {

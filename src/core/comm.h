@@ -8,9 +8,11 @@
 #include "core/check.h"
 
 struct comm_info {
-  int rank, size;             /* in MPI_COMM_WORLD */
-  int local_rank, local_size; /* within the node (MPI_Comm_split_type SHARED) */
+  int rank, size;             /* in the current group (comm_group_begin), else in MPI_COMM_WORLD */
+  int local_rank, local_size; /* within the node (MPI_Comm_split_type SHARED) of the current group */
   int thread_level;           /* what MPI_Init_thread provided */
+  int world_rank, world_size; /* in MPI_COMM_WORLD, whatever the group */
+  int node_rank, node_size;   /* within the node, over every rank of the job (GPU choice, memory share) */
 };
 
 /* Initialise MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI). */
@@ -42,6 +44,17 @@ SCD_NORETURN void comm_exit_all(int code);
  * twice keeps one): libraries with their own connections, such as an NCCL communicator, are torn
  * down before MPI and the process go. */
 void comm_at_exit(void (*fn)(void));
+
+/* Groups (calculation = 'study'): split MPI_COMM_WORLD into world size / ranks_per_group groups of
+ * consecutive ranks (ranks_per_group must divide it); until comm_group_end, every collective above,
+ * comm_rank, comm_size, comm_get and the node communicator are the group's, so a calculation runs
+ * in its group as it would alone on that many ranks.  Returns the group's index (0-based).  Errors
+ * still end the whole job (check.c). */
+int comm_group_begin(int ranks_per_group);
+void comm_group_end(void);
+/* Logical OR of a flag over every rank of MPI_COMM_WORLD, also inside a group; the ranks that
+ * arrive first wait polling, telling the watchdog they are waiting_for (NULL: silent) the others. */
+int comm_all_any(int flag, const char *waiting_for);
 
 /* The MPI library's version string (MPI_Get_library_version; callable before MPI_Init). */
 const char *comm_library_version(void);

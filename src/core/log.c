@@ -10,6 +10,7 @@
 
 static int log_rank_id = 0;
 static int log_level = 1;
+static char log_tag[80];
 
 void log_init(int rank, int verbosity) {
   log_rank_id = rank;
@@ -18,6 +19,13 @@ void log_init(int rank, int verbosity) {
 
 int log_verbosity(void) { return log_level; }
 int log_is_root(void) { return log_rank_id == 0; }
+
+void log_set_tag(const char *tag) {
+  if (tag[0])
+    snprintf(log_tag, sizeof log_tag, "[%s] ", tag);
+  else
+    log_tag[0] = '\0';
+}
 
 double wtime(void) {
   struct timespec ts;
@@ -41,6 +49,7 @@ static void stamp(FILE *f) {
 
 static void vlog(FILE *f, const char *prefix, int with_stamp, const char *fmt, va_list ap) {
   if (with_stamp) stamp(f);
+  fputs(log_tag, f);
   if (prefix) fputs(prefix, f);
   vfprintf(f, fmt, ap);
   fputc('\n', f);

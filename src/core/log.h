@@ -12,6 +12,9 @@
 void log_init(int rank, int verbosity);
 int log_verbosity(void);
 int log_is_root(void);
+/* Every line after this starts with "[tag] " (after the time stamp); "" = none.  A study's groups
+ * print at the same time, each line naming its channel set. */
+void log_set_tag(const char *tag);
 
 void log_info(const char *fmt, ...) SCD_PRINTF(1, 2);   /* rank 0, verbosity >= 1 */
 void log_detail(const char *fmt, ...) SCD_PRINTF(1, 2); /* rank 0, verbosity >= 2 */

@@ -87,7 +87,7 @@ double membudget_limit(double gib, char *how, size_t n) {
   const char *src = "physical memory";
   const double cg = cgroup_limit();
   if (cg > 0 && (node == 0 || cg < node)) node = cg, src = "cgroup limit";
-  const int local = comm_get()->local_size > 0 ? comm_get()->local_size : 1;
+  const int local = comm_get()->node_size > 0 ? comm_get()->node_size : 1; /* every rank of the node */
   double lim = node / local;
   snprintf(how, n, "&system memory_per_rank = 0: the node's %.1f GiB (%s) over %d rank%s", node / GIB, src, local,
            local > 1 ? "s" : "");

@@ -31,6 +31,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/comm_mpi.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -327,8 +328,8 @@ static void bcast_string(char *s, size_t n) { comm_bcast(s, n, 0); }
 static void round_reduce(double *first_bad, double *sums) {
   if (comm_size() == 1) return;
   MPI_Request req[2];
-  CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, first_bad, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, &req[0]));
-  CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req[1]));
+  CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, first_bad, 1, MPI_DOUBLE, MPI_MIN, comm_mpi(), &req[0]));
+  CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm_mpi(), &req[1]));
   for (;;) {
     int done = 0;
     CHECK_MPI(MPI_Testall(2, req, &done, MPI_STATUSES_IGNORE));
@@ -580,7 +581,7 @@ int prepare_run(const struct config *cfg) {
     lens = xcalloc((size_t)size, sizeof *lens);
     displs = xcalloc((size_t)size, sizeof *displs);
   }
-  CHECK_MPI(MPI_Gather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Gather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, 0, comm_mpi()));
   size_t alllen = 0;
   if (rank == 0) {
     for (int r = 0; r < size; r++) {
@@ -590,7 +591,7 @@ int prepare_run(const struct config *cfg) {
     all = xmalloc(alllen + 1);
     all[alllen] = '\0';
   }
-  CHECK_MPI(MPI_Gatherv(text ? text : "", mylen, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, MPI_COMM_WORLD));
+  CHECK_MPI(MPI_Gatherv(text ? text : "", mylen, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, comm_mpi()));
   free(text);
   comm_barrier(); /* every shard is in place before the manifest appears */
 

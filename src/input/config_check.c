@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "input/channel_sets.h"
 #include "input/config_priv.h"
 
 struct checker {
@@ -40,7 +41,9 @@ static void report(const struct checker *c, const struct cfg_key *a, const struc
   }
 }
 
+/* A study runs the pipeline for every set, so what the pipeline needs, it needs too. */
 static int calc_is(const struct config *cfg, const char *a, const char *b) {
+  if (b && strcmp(b, "pipeline") == 0 && strcmp(cfg->control.calculation, "study") == 0) return 1;
   return strcmp(cfg->control.calculation, a) == 0 || (b && strcmp(cfg->control.calculation, b) == 0);
 }
 
@@ -229,6 +232,41 @@ static void check_later_steps(const struct checker *c) {
            "whole patch", cfg->attention.image_size, p);
 }
 
+/* &study: the sets (what can be checked before the manifest is read: syntax, repeats, and the
+ * names and indices when the deck names the channels), and the keys a study does not use. */
+static void check_study(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *calc = config_key("control", "calculation"), *sets = config_key("study", "channel_sets");
+  const struct cfg_key *ch = config_key("data", "channels"), *names = config_key("data", "channel_names");
+  if (bad(c, calc) || strcmp(cfg->control.calculation, "study") != 0) {
+    if (!bad(c, calc) && !bad(c, sets) && cfg->study.n_channel_sets > 0)
+      report(c, sets, NULL, "channel_sets is only used with calculation = 'study'");
+    return;
+  }
+  if (!bad(c, ch) && cfg->data.n_channels > 0)
+    report(c, ch, NULL, "channels is not used with calculation = 'study': &study channel_sets names the channels "
+           "of every run");
+  if (bad(c, sets) || bad(c, names)) return;
+  if (cfg->study.n_channel_sets == 0) {
+    report(c, calc, NULL, "calculation = 'study' needs &study channel_sets (e.g. channel_sets = '0,1,2', '0', '1,2')");
+    return;
+  }
+  static long got[32][CHANNEL_SET_MAX];
+  int count[32];
+  for (int i = 0; i < cfg->study.n_channel_sets; i++) {
+    char why[1200];
+    count[i] = channel_set_parse(cfg->study.channel_sets[i], (const char(*)[CFG_WORDLEN])cfg->data.channel_names,
+                                 cfg->data.n_channel_names, -1, got[i], why, sizeof why);
+    if (count[i] == -1) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
+    for (int j = 0; j < i && count[i] > 0; j++)
+      if (count[j] > 0 && channel_set_same(got[i], count[i], got[j], count[j])) {
+        report(c, sets, NULL, "channel_sets(%d) = '%s' selects the same channels as channel_sets(%d) = '%s'", i + 1,
+               cfg->study.channel_sets[i], j + 1, cfg->study.channel_sets[j]);
+        break;
+      }
+  }
+}
+
 void config_check(struct cfg_state *st, const struct config *cfg, const struct config *defaults) {
   struct checker c = {st, cfg, defaults};
   check_patch_multiples(&c);
@@ -240,4 +278,5 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_calculation_needs(&c);
   check_later_steps(&c);
   check_misc(&c);
+  check_study(&c);
 }

@@ -124,6 +124,7 @@ static const struct {
     {"dataset_dir", "data", "tiff_dir"},
     {"selected_channels", "data", "channels"},
     {"channel_dict", "data", "channel_names"},
+    {"selected_channel_combination_per_run", "study", "channel_sets"},
     {"train_datasetsplit_fraction", "data", "train_fraction"},
     {"fraction_for_mean_std_calc", "data", "stats_fraction"},
     {"output_dir", "control", "run_dir"},

@@ -57,10 +57,11 @@ struct grad_comm {
   void (*gather_slice)(struct grad_comm *gc, const float *slice, float *full);
 };
 
-/* MPI over MPI_COMM_WORLD; bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
+/* MPI over the current group (core/comm_mpi.h); bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
 struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_bytes);
-/* The reduce-scatter communicator of the sharded optimizer over MPI_COMM_WORLD, for the CPU
- * backend (grad_comm_mpi_shard.c); plan (world = the MPI world, at most INT_MAX elements) outlives it. */
+/* The reduce-scatter communicator of the sharded optimizer over the current group (core/comm_mpi.h),
+ * for the CPU backend (grad_comm_mpi_shard.c); plan (world = the group's size, at most INT_MAX
+ * elements) outlives it. */
 struct grad_comm *grad_comm_mpi_shard_create(const struct ops *ops, size_t bucket_bytes,
                                              const struct shard_plan *plan);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */

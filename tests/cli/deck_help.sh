@@ -22,7 +22,7 @@ for g in $(sed -n 's/^CFG_GROUP(\([a-z_0-9]*\),.*/\1/p' "$top_srcdir/src/input/c
   expect_grep "^&$g  \("
 done
 expect_grep "^  calculation +one of 'prepare', 'train', 'features', 'knn',"
-expect_grep "'pipeline'; required$"
+expect_grep "'pipeline', 'study'; required$"
 expect_grep "^  epochs +integer, 1 to 1000000; default 10$"
 expect_grep "^  lr +real, 0 to 10; default 0.0005$"
 expect_grep "^  k +integer array \(up to 16\), each 1 to 1000000; default 5,\$"

@@ -1,0 +1,199 @@
+#!/bin/sh
+# tests/cli/study.sh - calculation='study' through the binary on a 40-image, 3-channel shard set
+# with the tiny training model: a 2-set study on 1 rank (per-set runs, study.txt and study.h5
+# against each set's knn.h5 and log.txt, the plot); the grouping (a set's checkpoints bit-identical
+# on 2 ranks alone and inside a 4-rank study of 2 groups, on 1 rank alone and in 2 groups of 1, and
+# in 4 groups of 1 with three idle); stop and restart (finished sets skipped, the stopped one
+# continued, bit-identical to an uninterrupted study) on 1, 2 and 4 ranks; comm groups themselves
+# (test_comm_group on 1, 2 and 4 ranks); bad decks: unknown channel index or name, repeated sets,
+# ranks_per_run that does not divide the ranks or exceeds them, data.channels in a study.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/cli/train_lib.sh"
+. "$top_srcdir/tests/faults/fault_lib.sh"
+[ "$MPIEXEC" = none ] && skip "no MPI launcher"
+scratch study_sh
+train_data shards
+
+# study_deck RUN_DIR SETS [STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]]
+study_deck() {
+  cat <<EOF
+&control calculation = 'study', run_dir = '$1', seed = 5 /
+&data shard_dir = 'shards', train_fraction = 0.75 /
+&model arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,
+       drop_path_rate = 0.2, out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
+&crops global_size = 16, local_size = 8, local_crops_number = 2 /
+&training epochs = 2, batch_size_per_rank = 4, warmup_epochs = 1, lr = 0.05, log_every = 100${4:+, $4} /
+&features resize = 16, batch_size = 16 /
+&knn k = 1, 3 /
+&attention images_per_class = 1, image_size = 16, in_pipeline = .false. /
+&study channel_sets = $2${3:+, $3} /
+&system loader_threads = 1, prefetch_batches = 2 /
+EOF
+  [ -n "$5" ] && echo "&debug $5 /"
+  return 0
+}
+SETS="'0,1,2', 'ch2'"
+S1=ch0_ch1_ch2 S2=ch2
+
+# same_sets A B: every checkpoint of both sets bit-identical
+same_sets() {
+  for s in $S1 $S2; do
+    for f in checkpoint.h5 checkpoint_0000.h5 checkpoint_0001.h5; do ckpt_same "$1/$s/$f" "$2/$s/$f"; done
+  done
+}
+
+# ---- a 2-set study on 1 rank
+study_deck one "$SETS" >one.nml
+bounded 0 "$SCDINO" one.nml
+expect_grep 'study: 2 channel sets on 1 rank: 1 group of 1, each running one set after the other'
+expect_grep '==== study set 1 of 2: ch0_ch1_ch2 \(channels 0, 1, 2\) in one/ch0_ch1_ch2 on 1 rank ===='
+expect_grep '==== study set 2 of 2: ch2 \(channels 2\) in one/ch2 on 1 rank ===='
+expect_grep '==== scdino study summary ===='
+expect_grep 'best trained Top-1: '
+for f in one/study.txt one/study.h5 one/$S1/pipeline.txt one/$S1/knn.h5 one/$S2/checkpoint_0001.h5 \
+  one/$S2/features_0001.h5 one/$S2/input.echo.nml; do
+  nchecks=$((nchecks + 1))
+  [ -s "$f" ] || fail "$f missing or empty"
+done
+no_tmp one one/$S1 one/$S2
+# A set's echoed deck is the pipeline that reruns it alone.
+nchecks=$((nchecks + 1))
+grep -q "calculation = 'pipeline'" one/$S2/input.echo.nml && grep -q "channels = 2 " one/$S2/input.echo.nml ||
+  fail "one/$S2/input.echo.nml is not the set's pipeline deck"
+if [ "$PYTHON3" != none ]; then
+  cat >check.py <<'PY'
+import json, h5py, numpy as np
+s = h5py.File("one/study.h5", "r")
+names = [n.decode() for n in s["name"][:]]
+assert names == ["ch0_ch1_ch2", "ch2"], names
+assert [c.decode() for c in s["channels"][:]] == ["0,1,2", "2"]
+assert [c.decode() for c in s["channel_set"][:]] == ["0,1,2", "ch2"]
+assert list(s["k"][:]) == [1, 3] and s.attrs["ranks"] == 1 and s.attrs["ranks_per_run"] == 1
+assert s.attrs["format"].decode() == "scdino-study" and s.attrs["version"] == 2
+rows = [l.split() for l in open("one/study.txt")]
+for i, n in enumerate(names):
+    k = h5py.File("one/%s/knn.h5" % n, "r")
+    for g in ("trained", "raw_pixels", "random_init"):
+        for t in ("top1", "top2"):
+            assert np.array_equal(s[g][t][i], k[g][t][:]), (n, g, t)
+    loss = [json.loads(l)["train_loss"] for l in open("one/%s/log.txt" % n)][-1]
+    assert s["final_loss"][i] == loss, (s["final_loss"][i], loss)
+    row = [r for r in rows if r and r[0] == n][0]
+    assert abs(float(row[2]) - loss) < 1e-6 and row[3] == "1", row
+    cells = [float(x) for x in row[4:] if x != "/"]
+    want = [k[g][t][0] for g in ("trained", "raw_pixels", "random_init") for t in ("top1", "top2")]
+    assert all(abs(a - b) < 0.006 for a, b in zip(cells, want)) and len(cells) == 6, (cells, want)
+print("study.h5 and study.txt match the sets' runs")
+PY
+  expect_exit 0 "$PYTHON3" check.py
+  expect_grep 'study.h5 and study.txt match'
+  if "$PYTHON3" -c 'import matplotlib' 2>/dev/null; then
+    expect_exit 0 "$PYTHON3" "$top_srcdir/examples/plot_study.py" one
+    nchecks=$((nchecks + 1))
+    [ -s one/plots/study.png ] || fail "one/plots/study.png missing"
+    expect_exit 1 "$PYTHON3" "$top_srcdir/examples/plot_study.py" one --k 7
+    expect_grep "k = 7 is not one of the study's k \(1, 3\)"
+  fi
+fi
+
+# ---- the grouping: a set's result depends on its own rank count only
+study_deck alone2 "$SETS" >alone2.nml
+bounded 0 $MPIEXEC -n 2 "$SCDINO" alone2.nml
+study_deck groups4 "$SETS" "ranks_per_run = 2" >groups4.nml
+bounded 0 $MPIEXEC -n 4 "$SCDINO" groups4.nml
+expect_grep 'study: 2 channel sets on 4 ranks: 2 groups of 2, each running its share of the sets at the same time'
+expect_grep '\[ch2\] ==== study set 2 of 2: ch2 \(channels 2\) in groups4/ch2 on 2 ranks ===='
+expect_grep '\[ch0_ch1_ch2\] train: backend cpu, gradient all-reduce mpi over 2 ranks'
+expect_grep 'on 4 ranks \(2 per set\)'
+same_sets alone2 groups4
+study_deck groups2 "$SETS" "ranks_per_run = 1" >groups2.nml
+bounded 0 $MPIEXEC -n 2 "$SCDINO" groups2.nml
+expect_grep '2 groups of 1'
+same_sets one groups2
+# one set in 4 groups of 1 rank: three groups idle (warned), the set as on 1 rank alone
+study_deck idle4 "'ch2'" "ranks_per_run = 1" >idle4.nml
+bounded 0 $MPIEXEC -n 4 "$SCDINO" idle4.nml
+expect_grep 'warning: study: 4 groups of 1 rank for 1 set: 3 groups stay idle'
+for f in checkpoint.h5 checkpoint_0001.h5; do ckpt_same one/$S2/$f idle4/$S2/$f; done
+# (the 1-rank and 2-rank runs differ: the total batch is another)
+nchecks=$((nchecks + 1))
+"$top_builddir/tests/fixtures/ckpt_compare" -e one/$S2/checkpoint.h5 alone2/$S2/checkpoint.h5 /teacher >/dev/null 2>&1 &&
+  fail "1 and 2 ranks gave the same weights: the comparison proves nothing"
+
+# ---- comm groups on 1, 2 and 4 ranks
+expect_exit 0 $MPIEXEC -n 1 "$top_builddir/tests/unit/core/test_comm_group" 1
+expect_exit 0 $MPIEXEC -n 2 "$top_builddir/tests/unit/core/test_comm_group" 1
+expect_exit 0 $MPIEXEC -n 2 "$top_builddir/tests/unit/core/test_comm_group" 2
+expect_exit 0 $MPIEXEC -n 4 "$top_builddir/tests/unit/core/test_comm_group" 2
+expect_exit 0 $MPIEXEC -n 4 "$top_builddir/tests/unit/core/test_comm_group" 4
+
+# ---- stop and restart on 1 rank: SIGTERM at global step 3 of every set's training
+study_deck stop1 "$SETS" "" "" "signal_at_step = 3" >stop1.nml
+bounded 0 "$SCDINO" stop1.nml
+expect_grep 'train: stopped after 4 steps of this launch \(SIGTERM\)'
+expect_grep 'study: stopped on a signal before every set was finished; run the same deck again with &training restart = \.true\.'
+expect_nogrep 'study set 2 of 2'
+nchecks=$((nchecks + 2))
+[ -e stop1/$S2 ] && fail "set 2 started after set 1 was stopped"
+[ -e stop1/study.txt ] && fail "study.txt written by a stopped study"
+# restart: set 1 continues and ends; set 2 starts and is stopped at the same step
+study_deck stop1 "$SETS" "" "restart = .true." "signal_at_step = 3" >stop1r.nml
+bounded 0 "$SCDINO" stop1r.nml
+expect_grep "restart: continuing from stop1/$S1/checkpoint.h5 at epoch 0, iteration 4"
+expect_grep "restart: stop1/$S2/checkpoint.h5 does not exist; starting from scratch"
+expect_grep 'study: stopped on a signal'
+# restart again: set 1 is finished and skipped, set 2 continues
+bounded 0 "$SCDINO" stop1r.nml
+expect_grep "study: stop1/$S1 is finished \(pipeline.txt, checkpoint at epoch 2\); skipped"
+expect_grep "restart: continuing from stop1/$S2/checkpoint.h5 at epoch 0, iteration 4"
+expect_grep '==== scdino study summary ===='
+same_sets one stop1
+# everything finished: a restart skips every set and writes the summary again
+bounded 0 "$SCDINO" stop1r.nml
+expect_grep "study: stop1/$S2 is finished"
+expect_nogrep 'pipeline step'
+expect_grep '==== scdino study summary ===='
+
+# ---- stop and restart in groups: 2 ranks in 2 groups of 1, 4 ranks in 2 groups of 2 (rank 0 of
+# every group raises the signal)
+for n in 2 4; do
+  r=$((n / 2))
+  study_deck stop$n "$SETS" "ranks_per_run = $r" "" "signal_at_step = 3" >stop$n.nml
+  bounded 0 $MPIEXEC -n $n "$SCDINO" stop$n.nml
+  expect_grep "\[$S1\] train: stopped after 4 steps"
+  expect_grep "\[$S2\] train: stopped after 4 steps"
+  expect_grep 'study: stopped on a signal'
+  study_deck stop$n "$SETS" "ranks_per_run = $r" "restart = .true." >stop${n}r.nml
+  bounded 0 $MPIEXEC -n $n "$SCDINO" stop${n}r.nml
+  expect_grep "\[$S2\] restart: continuing from stop$n/$S2/checkpoint.h5 at epoch [01], iteration [04] \(global step 4\)"
+  expect_grep '==== scdino study summary ===='
+done
+same_sets one stop2
+same_sets alone2 stop4
+
+# ---- bad decks: clear errors, exit 2, nothing trained
+bad() { # bad RANKS PATTERN SETS [STUDY_KEYS]
+  study_deck bad "$3" "$4" >bad.nml
+  if [ "$1" = 1 ]; then
+    bounded 2 "$SCDINO" bad.nml
+  else
+    bounded 2 $MPIEXEC -n "$1" "$SCDINO" bad.nml
+  fi
+  expect_grep "$2"
+  nchecks=$((nchecks + 1))
+  if [ -e bad/ch0 ] || [ -e bad/ch0_ch1 ]; then fail "a set ran despite the error"; fi
+  rm -rf bad
+}
+bad 1 "&study channel_sets\(2\) = '0,5': channel 5 does not exist \(the images have 3 channels, 0 to 2\)" "'0', '0,5'"
+bad 1 "&study channel_sets\(1\) = 'ch0,GFP': no channel is named 'GFP' \(the channels: 'ch0', 'ch1', 'ch2'" "'ch0,GFP'"
+bad 2 "&study channel_sets\(2\) = '1,0' selects the same channels as channel_sets\(1\) = 'ch0,ch1'" "'ch0,ch1', '1,0'"
+bad 1 "bad.nml:10:8: channel_sets\(2\) = '1, 0' selects the same channels as channel_sets\(1\) = '0,1'" "'0,1', '1, 0'"
+bad 1 "channel_sets\(1\) = '0,,1' has an empty channel" "'0,,1'"
+bad 1 "channel_sets\(1\) = '' is empty" "''"
+bad 2 "&study ranks_per_run = 3 is more than the 2 ranks of this launch" "'0', '1'" "ranks_per_run = 3"
+bad 4 "&study ranks_per_run = 3 does not divide the 4 ranks of this launch" "'0', '1'" "ranks_per_run = 3"
+study_deck bad "'0'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channels = 0, 1/" >bad.nml
+bounded 2 "$SCDINO" bad.nml
+expect_grep "channels is not used with calculation = 'study'"
+
+finish
