@@ -47,7 +47,7 @@ struct shard_nccl {
   struct grad_comm_sent sent;   /* ranges launched this step; finish's gaps */
   int logged;
   float *host;                  /* gather_slice's staging, max_slice floats */
-  int *counts, *displs;         /* world entries: the slices, for gather_slice */
+  int *counts, *displs;         /* world entries: the slices (shard_plan_counts), for gather_slice */
 };
 
 /* The side stream waits for what the backend's stream has queued so far. */
@@ -148,16 +148,9 @@ static void s_allgather(struct grad_comm *gc, float *buf) {
 }
 
 static void s_allgather_f64(struct grad_comm *gc, const double *mine, int n, const int *counts, double *all) {
-  if (gc->world == 1) {
-    memcpy(all, mine, (size_t)n * sizeof *all);
-    return;
-  }
-  int *displs = xcalloc((size_t)gc->world, sizeof *displs);
-  for (int r = 1; r < gc->world; r++) displs[r] = displs[r - 1] + counts[r - 1];
   const double t0 = wtime();
-  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, comm_mpi()));
+  comm_allgatherv_f64(mine, n, counts, all);
   gc->wait_seconds += wtime() - t0;
-  free(displs);
 }
 
 /* The slice downloaded, then gathered on rank 0 over MPI (checkpoints only). */
@@ -169,8 +162,7 @@ static void s_gather_slice(struct grad_comm *gc, const float *slice, float *full
     return;
   }
   g->ops->download(g->host, slice, (size_t)g->counts[me] * sizeof(float));
-  CHECK_MPI(MPI_Gatherv(g->host, g->counts[me], MPI_FLOAT, full, g->counts, g->displs, MPI_FLOAT, 0,
-                        comm_mpi()));
+  comm_gatherv_f32(g->host, g->counts, full);
 }
 
 static void s_destroy(struct grad_comm *gc) {
@@ -204,12 +196,7 @@ struct grad_comm *grad_comm_nccl_shard_create(const struct ops *ops, size_t buck
   CHECK_CUDA(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
   CHECK_CUDA(cudaEventCreateWithFlags(&g->computed, cudaEventDisableTiming));
   g->host = xmalloc(MUL_SIZE(plan->max_slice + 1, sizeof(float)));
-  g->counts = xcalloc((size_t)plan->world, sizeof *g->counts);
-  g->displs = xcalloc((size_t)plan->world, sizeof *g->displs);
-  for (int r = 0; r < plan->world; r++) {
-    g->counts[r] = (int)(plan->lo[r + 1] - plan->lo[r]);
-    g->displs[r] = (int)plan->lo[r];
-  }
+  shard_plan_counts(plan, &g->counts, &g->displs);
   gc->name = "nccl-shard";
   gc->world = plan->world;
   gc->begin_step = s_begin;

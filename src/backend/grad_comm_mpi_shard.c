@@ -140,27 +140,14 @@ static void s_allgather(struct grad_comm *gc, float *buf) {
 }
 
 static void s_allgather_f64(struct grad_comm *gc, const double *mine, int n, const int *counts, double *all) {
-  if (gc->world == 1) {
-    memcpy(all, mine, (size_t)n * sizeof *all);
-    return;
-  }
-  int *displs = xcalloc((size_t)gc->world, sizeof *displs);
-  for (int r = 1; r < gc->world; r++) displs[r] = displs[r - 1] + counts[r - 1];
   const double t0 = wtime();
-  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, comm_mpi()));
+  comm_allgatherv_f64(mine, n, counts, all);
   gc->wait_seconds += wtime() - t0;
-  free(displs);
 }
 
 static void s_gather_slice(struct grad_comm *gc, const float *slice, float *full) {
   struct shard_gc *g = gc->impl;
-  const int me = g->plan->rank;
-  if (gc->world == 1) {
-    memcpy(full, slice, (size_t)g->counts[0] * sizeof(float));
-    return;
-  }
-  CHECK_MPI(MPI_Gatherv(slice, g->counts[me], MPI_FLOAT, full, g->counts, g->displs, MPI_FLOAT, 0,
-                        comm_mpi()));
+  comm_gatherv_f32(slice, g->counts, full);
 }
 
 static void s_destroy(struct grad_comm *gc) {
@@ -186,12 +173,7 @@ struct grad_comm *grad_comm_mpi_shard_create(const struct ops *ops, size_t bucke
   grad_comm_merge_init(&g->merge, bucket_bytes);
   grad_comm_sent_init(&g->sent);
   g->slice = xmalloc(MUL_SIZE(plan->max_slice + 1, sizeof(float)));
-  g->counts = xcalloc((size_t)plan->world, sizeof *g->counts);
-  g->displs = xcalloc((size_t)plan->world, sizeof *g->displs);
-  for (int r = 0; r < plan->world; r++) {
-    g->counts[r] = (int)(plan->lo[r + 1] - plan->lo[r]);
-    g->displs[r] = (int)plan->lo[r];
-  }
+  shard_plan_counts(plan, &g->counts, &g->displs);
   gc->name = "mpi-shard";
   gc->world = plan->world;
   gc->begin_step = s_begin;

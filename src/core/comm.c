@@ -101,6 +101,28 @@ void comm_allgather(const void *mine, void *all, size_t bytes) {
   CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_mpi()));
 }
 
+void comm_allgatherv_f64(const double *mine, int n, const int *counts, double *all) {
+  if (info.size == 1) {
+    memmove(all, mine, (size_t)n * sizeof *all);
+    return;
+  }
+  int *displs = xcalloc((size_t)info.size, sizeof *displs);
+  for (int r = 1; r < info.size; r++) displs[r] = displs[r - 1] + counts[r - 1];
+  CHECK_MPI(MPI_Allgatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, comm_mpi()));
+  free(displs);
+}
+
+void comm_gatherv_f32(const float *mine, const int *counts, float *all) {
+  if (info.size == 1) {
+    memmove(all, mine, (size_t)counts[0] * sizeof *all);
+    return;
+  }
+  int *displs = xcalloc((size_t)info.size, sizeof *displs);
+  for (int r = 1; r < info.size; r++) displs[r] = displs[r - 1] + counts[r - 1];
+  CHECK_MPI(MPI_Gatherv(mine, counts[info.rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, comm_mpi()));
+  free(displs);
+}
+
 void comm_barrier(void) {
   if (info.size > 1) CHECK_MPI(MPI_Barrier(comm_mpi()));
 }

@@ -36,6 +36,11 @@ void comm_bcast(void *buf, size_t bytes, int root);
 void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for);
 /* all[r * bytes ...] = rank r's `mine` (bytes each, at most INT_MAX) on every rank. */
 void comm_allgather(const void *mine, void *all, size_t bytes);
+/* all = every rank's `mine` (counts[r] doubles from rank r, at most INT_MAX), in rank order, on
+ * every rank. */
+void comm_allgatherv_f64(const double *mine, int n, const int *counts, double *all);
+/* On rank 0, all = every rank's counts[r] floats in rank order (all: NULL elsewhere). */
+void comm_gatherv_f32(const float *mine, const int *counts, float *all);
 void comm_barrier(void);
 /* Every rank ends with `code` after a clean MPI_Finalize (no MPI_Abort): for errors that all
  * ranks know about together (deck errors), reported beforehand by rank 0. */

@@ -1,6 +1,7 @@
 /* shard_plan.c - the slices of the sharded optimizer and their norm blocks (shard_plan.h). */
 #include "build_config.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,4 +90,14 @@ size_t shard_plan_overlap(const struct shard_plan *p, int r, size_t off, size_t 
   const size_t b = off + n < p->lo[r + 1] ? off + n : p->lo[r + 1];
   *count = b > a ? b - a : 0;
   return a;
+}
+
+void shard_plan_counts(const struct shard_plan *p, int **counts, int **displs) {
+  SCD_ASSERT(p->size <= INT_MAX);
+  *counts = xcalloc((size_t)p->world, sizeof **counts);
+  *displs = xcalloc((size_t)p->world, sizeof **displs);
+  for (int r = 0; r < p->world; r++) {
+    (*counts)[r] = (int)(p->lo[r + 1] - p->lo[r]);
+    (*displs)[r] = (int)p->lo[r];
+  }
 }

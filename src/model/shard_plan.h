@@ -44,4 +44,7 @@ void shard_plan_sumsq(const struct shard_plan *p, const double *part, double *su
 /* The part of [off, off + n) that rank r owns: its start (returned) and *count elements (0: none). */
 size_t shard_plan_overlap(const struct shard_plan *p, int r, size_t off, size_t n, size_t *count);
 
+/* The slices as MPI counts and displacements (world entries each, malloc'd; size <= INT_MAX). */
+void shard_plan_counts(const struct shard_plan *p, int **counts, int **displs);
+
 #endif
