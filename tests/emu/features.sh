@@ -2,7 +2,8 @@
 # tests/emu/features.sh - calculation='features' with device = 'cuda' under the CPU emulator: the
 # images prepared on the GPU from raw batches (src/analysis/features_gpu.h: min-max, bilinear resize and
 # normalisation in float64 as the CPU rounds them) give the CPU backend's features, to fp32
-# rounding in fp32 and to bf16's in bf16, with the same flat-channel verdict; resized and not.
+# rounding in fp32 and to bf16's in bf16, with the same flat-channel verdict; resized and not.  And
+# calculation='knn' on the emulated GPU gives the CPU's report.
 . "$top_srcdir/tests/lib.sh"
 scratch emu_features
 "$top_builddir/tests/fixtures/feat_mkdata" . || exit 99
@@ -41,4 +42,22 @@ for resize in 32 0; do
     awk -v d="$d" 'BEGIN { exit !(d < 3e-2) }' || fail "resize $resize: bf16 GPU features differ from the CPU's by $d"
   fi
 done
+# calculation='knn' on the emulated GPU (similarities and neighbour lists there) and on the CPU, on
+# one features file, 2 ranks each (reference shares, lists merged): the same report.
+if [ "$MPIEXEC" != none ]; then
+  for dev in cpu cuda; do
+    mkdir -p knn_$dev && cp cpu32/features_0002.h5 knn_$dev/ || exit 99
+    cat >knn_$dev.nml <<NML
+&control calculation = 'knn', run_dir = 'knn_$dev' /
+&data shard_dir = 'shards', channels = 0, 2, train_fraction = 0.5 /
+&knn k = 1, 3, 10, baselines = .false., block_rows = 3 /
+&system device = '$dev' /
+NML
+    expect_exit 0 $MPIEXEC -n 2 "$exe" knn_$dev.nml
+    expect_grep "neighbours on the $dev backend, reference rows shared over 2 ranks"
+  done
+  nchecks=$((nchecks + 1))
+  sed 's/knn_cuda/knn_cpu/g' knn_cuda/knn.txt | cmp -s - knn_cpu/knn.txt ||
+    { fail "kNN on the emulated GPU differs from the CPU's"; diff knn_cpu/knn.txt knn_cuda/knn.txt >&2; }
+fi
 finish
