@@ -165,24 +165,26 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   log_info("features: %s network of %s (epoch %" PRId64 "), %s subset: %" PRId64 " of %" PRId64
            " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
            dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
-  int8_t *status = comm_rank() == 0 ? xmalloc((size_t)n) : NULL;
+  const int root = comm_rank() == 0;
+  int8_t *status = root ? xmalloc((size_t)n) : NULL;
   /* Written while computed: no rank holds more than a few batches of rows (features.h). */
   char name[64], path[4096];
   features_filename(name, sizeof name, epoch);
   fs_join(path, sizeof path, cfg->control.run_dir, name);
-  if (comm_rank() == 0) fs_mkdir_p(cfg->control.run_dir);
+  if (root) fs_mkdir_p(cfg->control.run_dir);
   struct features_stream *stream = features_stream_open(path, n, d.dim, (int)cfg->features.batch_size);
   const double t1 = wtime();
   features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, stream, status, "features");
   const double tc = wtime() - t1;
   struct features meta;
+  memset(&meta, 0, sizeof meta);
   unsigned char *keep = NULL;
-  if (comm_rank() == 0) {
+  if (root) {
     keep = xmalloc((size_t)n);
     file_meta(cfg, ds, &net, idx, n, status, epoch, &meta, keep);
   }
-  features_stream_close(stream, comm_rank() == 0 ? &meta : NULL, keep);
-  if (comm_rank() == 0) {
+  features_stream_close(stream, root ? &meta : NULL, keep);
+  if (root) {
     log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", meta.n, d.dim, path,
              wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
     file_meta_free(&meta);
