@@ -25,18 +25,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def save(fig, out_dir, name):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, name)
-    tmp = path + ".tmp.%d.png" % os.getpid()
-    fig.savefig(tmp, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
-    print("wrote", path)
+# The string and atomic-save helpers of plot_run.py, which sits beside this script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_run import save, text  # noqa: E402
 
 
 def main():
