@@ -90,6 +90,11 @@ __device__ __forceinline__ float ldf(const bf16 *p) { return __bfloat162float(*p
 __device__ __forceinline__ void stf(float *p, float v) { *p = v; }
 __device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* Whether three pointers are all 16-byte aligned (the vector accesses below need it). */
+static inline bool aligned16(const void *a, const void *b, const void *c) {
+  return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
+}
+
 /* 16 bytes of elements at once (8 bf16 or 4 fp32; p 16-byte aligned): memory-bound kernels need
  * many bytes in flight per thread to approach the bandwidth. */
 template <typename T> struct vec16 {

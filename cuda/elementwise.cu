@@ -89,12 +89,9 @@ template <int A, typename T> __device__ __forceinline__ float gelu_grad(float v)
 /* GELU is the largest elementwise op of a step (bench/README.md), so where the arrays are 16-byte
  * aligned each thread moves 16 bytes per access (ld_vec, st_vec): more bytes in flight than
  * element-wide loads, for the same arithmetic per element.  The elements past the last full
- * vector, and unaligned arrays, go one at a time. */
-static bool aligned16(const void *a, const void *b, const void *c) {
-  return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
-}
-
-/* nv vectors from element 0, then elements nv*V .. n-1 one at a time (nv = 0: all of them). */
+ * vector, and unaligned arrays (aligned16), go one at a time.
+ *
+ * nv vectors from element 0, then elements nv*V .. n-1 one at a time (nv = 0: all of them). */
 template <typename T, int A>
 __global__ void gelu_fwd_kernel(T *y, const T *x, size_t n, size_t nv) {
   const int V = vec16<T>::N;

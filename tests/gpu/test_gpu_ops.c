@@ -731,8 +731,10 @@ static void run_all(const char *precision) {
   check_gelu_gemm(emulated);
   check_residual(3, 5, 48, 0);
   check_residual(3, 5, 48, 1);
-  check_dino_loss(3, 4, 2, 1000);
-  check_dino_loss(2, 10, 2, 65536);
+  check_dino_loss(3, 4, 2, 1000);   /* one split of a row, 16-byte accesses */
+  check_dino_loss(2, 10, 2, 65536); /* 8 splits */
+  check_dino_loss(2, 3, 2, 16392);  /* 3 splits, the last one 8 columns wide */
+  check_dino_loss(1, 3, 3, 20001);  /* one element at a time (K odd), a ragged last split */
   check_optimizer();
   check_adamw_copies();
 }
