@@ -67,9 +67,9 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Values the kNN relies on (labels were range-checked while reading): a unique non-negative
- * index, finite unit-length rows. */
-static void validate(const char *path, const struct features *f) {
+/* What the kNN relies on of the index (labels were range-checked while reading): unique,
+ * non-negative values. */
+static void validate_index(const char *path, const struct features *f) {
   for (int64_t i = 0; i < f->n; i++)
     if (f->index[i] < 0) bad(path, "index[%" PRId64 "] = %" PRId64 " is negative", i, f->index[i]);
   int64_t *sorted = xmalloc(MUL_SIZE((size_t)f->n, sizeof *sorted));
@@ -89,26 +89,26 @@ static void validate(const char *path, const struct features *f) {
       bad(path, "index value %" PRId64 " appears twice (rows %" PRId64 " and %" PRId64 ")", v, first, second);
     }
   free(sorted);
-  for (int64_t i = 0; i < f->n; i++) {
-    const float *row = f->x + (size_t)i * (size_t)f->d;
-    double ss = 0;
-    for (int j = 0; j < f->d; j++) {
-      if (!isfinite(row[j]))
-        bad(path, "features[%" PRId64 ", %d] is %s (row of sample index %" PRId64 ")", i, j,
-            isnan(row[j]) ? "NaN" : "infinite", f->index[i]);
-      ss += (double)row[j] * (double)row[j];
-    }
-    double norm = sqrt(ss);
-    if (fabs(norm - 1.0) > FEATURES_NORM_TOL)
-      bad(path, "row %" PRId64 " of 'features' has length %.6g; rows must be L2-normalised", i, norm);
-  }
 }
 
-void features_read(const char *path, struct features *f) {
-  memset(f, 0, sizeof *f);
+/* Row i as the kNN relies on it: finite, unit length. */
+static void validate_row(const char *path, const struct features *f, int64_t i, const float *row) {
+  double ss = 0;
+  for (int j = 0; j < f->d; j++) {
+    if (!isfinite(row[j]))
+      bad(path, "features[%" PRId64 ", %d] is %s (row of sample index %" PRId64 ")", i, j,
+          isnan(row[j]) ? "NaN" : "infinite", f->index[i]);
+    ss += (double)row[j] * (double)row[j];
+  }
+  double norm = sqrt(ss);
+  if (fabs(norm - 1.0) > FEATURES_NORM_TOL)
+    bad(path, "row %" PRId64 " of 'features' has length %.6g; rows must be L2-normalised", i, norm);
+}
+
+/* The file's format, attributes and the shape of 'features' (its dataset left open in *xs). */
+static hid_t open_checked(const char *path, struct features *f, hid_t *xs) {
   hid_t fid;
   need(path, h5util_file_open(path, &fid));
-
   char fmt[256];
   need(path, h5util_attr_read_str(fid, "format", fmt, sizeof fmt));
   if (strcmp(fmt, FEATURES_FORMAT) != 0)
@@ -118,44 +118,63 @@ void features_read(const char *path, struct features *f) {
   if (version < FEATURES_VERSION_OLDEST || version > FEATURES_VERSION)
     bad(path, "format version %" PRId64 " is not supported (this scdino reads versions %d to %d)", version,
         FEATURES_VERSION_OLDEST, FEATURES_VERSION);
-  need(path, h5util_attr_read_str(fid, "checkpoint", f->checkpoint, sizeof f->checkpoint));
-  need(path, h5util_attr_read_str(fid, "checkpoint_key", f->checkpoint_key, sizeof f->checkpoint_key));
-  need(path, h5util_attr_read_i64(fid, "epoch", &f->epoch));
-
-  hsize_t dx[2], dl[1], di[1];
-  hid_t xs, ls, is_;
-  need(path, h5util_dset_open(fid, "features", 2, H5T_FLOAT, dx, &xs));
-  need(path, h5util_dset_open(fid, "labels", 1, H5T_INTEGER, dl, &ls));
-  need(path, h5util_dset_open(fid, "index", 1, H5T_INTEGER, di, &is_));
+  hsize_t dx[2];
+  need(path, h5util_dset_open(fid, "features", 2, H5T_FLOAT, dx, xs));
   if (dx[0] == 0 || dx[1] == 0)
     bad(path, "dataset 'features' is empty (%llu x %llu)", (unsigned long long)dx[0], (unsigned long long)dx[1]);
   if (dx[1] > FEATURES_MAX_DIM) bad(path, "dataset 'features' has %llu columns; that is not a feature dimension",
                            (unsigned long long)dx[1]);
-  if (dl[0] != dx[0])
-    bad(path, "'labels' has %llu rows but 'features' has %llu", (unsigned long long)dl[0], (unsigned long long)dx[0]);
-  if (di[0] != dx[0])
-    bad(path, "'index' has %llu rows but 'features' has %llu", (unsigned long long)di[0], (unsigned long long)dx[0]);
   if (dx[0] > FEATURES_MAX_ROWS)
     bad(path, "dataset 'features' has %llu rows, more than the limit of %llu", (unsigned long long)dx[0],
         (unsigned long long)FEATURES_MAX_ROWS);
-  /* Before anything is allocated for them (h5util_dset_read checks again, before reading). */
-  need(path, h5util_dset_stored(xs, "features", dx[0] * dx[1]));
+  /* Before anything is allocated for them (every read checks its part again). */
+  need(path, h5util_dset_stored(*xs, "features", dx[0] * dx[1]));
+  if (f->n == 0) {
+    f->n = (int64_t)dx[0];
+    f->d = (int)dx[1];
+  } else if ((int64_t)dx[0] != f->n || (int)dx[1] != f->d) {
+    bad(path, "'features' is %llu x %llu now, %" PRId64 " x %d when it was first read (the file was replaced)",
+        (unsigned long long)dx[0], (unsigned long long)dx[1], f->n, f->d);
+  }
+  return fid;
+}
+
+void features_read_meta(const char *path, struct features *f) {
+  memset(f, 0, sizeof *f);
+  hid_t xs, fid = open_checked(path, f, &xs);
+  CHECK_H5(H5Dclose(xs));
+  need(path, h5util_attr_read_str(fid, "checkpoint", f->checkpoint, sizeof f->checkpoint));
+  need(path, h5util_attr_read_str(fid, "checkpoint_key", f->checkpoint_key, sizeof f->checkpoint_key));
+  need(path, h5util_attr_read_i64(fid, "epoch", &f->epoch));
+
+  hsize_t dl[1], di[1];
+  hid_t ls, is_;
+  need(path, h5util_dset_open(fid, "labels", 1, H5T_INTEGER, dl, &ls));
+  need(path, h5util_dset_open(fid, "index", 1, H5T_INTEGER, di, &is_));
+  if (dl[0] != (hsize_t)f->n)
+    bad(path, "'labels' has %llu rows but 'features' has %" PRId64, (unsigned long long)dl[0], f->n);
+  if (di[0] != (hsize_t)f->n)
+    bad(path, "'index' has %llu rows but 'features' has %" PRId64, (unsigned long long)di[0], f->n);
   need(path, h5util_dset_stored(ls, "labels", dl[0]));
   need(path, h5util_dset_stored(is_, "index", di[0]));
-  f->n = (int64_t)dx[0];
-  f->d = (int)dx[1];
-  size_t n = (size_t)f->n;
+  const size_t n = (size_t)f->n;
 
-  int64_t nc = 0, np = 0;
+  /* 'paths' is checked, not read (the kNN does not need it; features_read reads it) */
+  hsize_t dp[1];
+  hid_t ps;
+  need(path, h5util_dset_open(fid, "paths", 1, H5T_STRING, dp, &ps));
+  if (dp[0] > (hsize_t)f->n)
+    bad(path, "dataset 'paths' has %llu entries; at most %" PRId64 " are allowed", (unsigned long long)dp[0], f->n);
+  need(path, h5util_dset_stored(ps, "paths", dp[0]));
+  CHECK_H5(H5Dclose(ps));
+  if (dp[0] != (hsize_t)f->n)
+    bad(path, "'paths' has %llu rows but 'features' has %" PRId64, (unsigned long long)dp[0], f->n);
+
+  int64_t nc = 0;
   need(path, h5util_dset_read_strs(fid, "class_names", FEATURES_MAX_CLASSES, &f->class_names, &nc));
   f->nclasses = (int)nc;
   if (nc < 1) bad(path, "'class_names' holds no names");
-  need(path, h5util_dset_read_strs(fid, "paths", f->n, &f->paths, &np));
-  if (np != f->n)
-    bad(path, "'paths' has %lld rows but 'features' has %llu", (long long)np, (unsigned long long)dx[0]);
 
-  f->x = xmalloc(MUL_SIZE(MUL_SIZE(n, (size_t)f->d), sizeof(float)));
-  need(path, h5util_dset_read(xs, "features", dx[0] * dx[1], H5T_NATIVE_FLOAT, f->x));
   int64_t *lab64 = xmalloc(MUL_SIZE(n, sizeof(int64_t)));
   need(path, h5util_dset_read(ls, "labels", dl[0], H5T_NATIVE_INT64, lab64));
   f->labels = xmalloc(MUL_SIZE(n, sizeof(int32_t)));
@@ -168,11 +187,82 @@ void features_read(const char *path, struct features *f) {
   free(lab64);
   f->index = xmalloc(MUL_SIZE(n, sizeof(int64_t)));
   need(path, h5util_dset_read(is_, "index", di[0], H5T_NATIVE_INT64, f->index));
-  CHECK_H5(H5Dclose(xs));
   CHECK_H5(H5Dclose(ls));
   CHECK_H5(H5Dclose(is_));
   CHECK_H5(H5Fclose(fid));
-  validate(path, f);
+  validate_index(path, f);
+}
+
+/* Rows rows[0..n) (all rows in order when rows is NULL) into dst [n][d].  The file is read in
+ * ascending row order, in windows of up to 16 MiB from one wanted row to the last wanted row
+ * inside the window, so a share of rows scattered over the file costs sequential reads, and no
+ * more than the window beside what is kept. */
+struct want {
+  int64_t row, at;
+};
+static int cmp_want(const void *a, const void *b) {
+  const struct want *x = a, *y = b;
+  return x->row != y->row ? (x->row > y->row) - (x->row < y->row) : (x->at > y->at) - (x->at < y->at);
+}
+
+static void read_rows(const char *path, const struct features *f, const int64_t *rows, int64_t n, float *dst) {
+  if (n <= 0) return;
+  const size_t d = (size_t)f->d, row_bytes = d * sizeof(float);
+  struct want *w = NULL;
+  if (rows) {
+    w = xmalloc(MUL_SIZE((size_t)n, sizeof *w));
+    for (int64_t i = 0; i < n; i++) {
+      if (rows[i] < 0 || rows[i] >= f->n)
+        bad(path, "row %" PRId64 " asked for; the file has %" PRId64, rows[i], f->n);
+      w[i] = (struct want){rows[i], i};
+    }
+    qsort(w, (size_t)n, sizeof *w, cmp_want);
+  }
+  struct features shape = {.n = f->n, .d = f->d};
+  hid_t xs, fid = open_checked(path, &shape, &xs);
+  int64_t window = (int64_t)(((size_t)16 << 20) / row_bytes);
+  if (window < 1) window = 1;
+  float *buf = rows ? xmalloc(MUL_SIZE((size_t)(window < f->n ? window : f->n), row_bytes)) : NULL;
+  for (int64_t i = 0; i < n;) {
+    const int64_t r0 = rows ? w[i].row : i;
+    int64_t j = i + 1;
+    if (rows)
+      while (j < n && w[j].row < r0 + window) j++;
+    else
+      j = n - i < window ? n : i + window;
+    const int64_t cnt = (rows ? w[j - 1].row : j - 1) - r0 + 1;
+    float *to = rows ? buf : dst + (size_t)r0 * d;
+    hsize_t start[2] = {(hsize_t)r0, 0}, count[2] = {(hsize_t)cnt, (hsize_t)d};
+    need(path, h5util_dset_read_slab(xs, "features", 2, start, count, H5T_NATIVE_FLOAT, to));
+    for (int64_t k = i; k < j; k++) {
+      const int64_t row = rows ? w[k].row : k;
+      const float *src = to + (size_t)(row - r0) * d;
+      validate_row(path, f, row, src);
+      if (rows) memcpy(dst + (size_t)w[k].at * d, src, row_bytes);
+    }
+    i = j;
+  }
+  free(buf);
+  free(w);
+  CHECK_H5(H5Dclose(xs));
+  CHECK_H5(H5Fclose(fid));
+}
+
+void features_read_rows(const char *path, const struct features *f, const int64_t *rows, int64_t n, float *dst) {
+  SCD_ASSERT(rows != NULL || n == 0);
+  read_rows(path, f, rows, n, dst);
+}
+
+void features_read(const char *path, struct features *f) {
+  features_read_meta(path, f);
+  hid_t fid;
+  need(path, h5util_file_open(path, &fid));
+  int64_t np = 0;
+  need(path, h5util_dset_read_strs(fid, "paths", f->n, &f->paths, &np));
+  if (np != f->n) bad(path, "'paths' has %lld rows but 'features' has %" PRId64, (long long)np, f->n);
+  CHECK_H5(H5Fclose(fid));
+  f->x = xmalloc(MUL_SIZE(MUL_SIZE((size_t)f->n, (size_t)f->d), sizeof(float)));
+  read_rows(path, f, NULL, f->n, f->x);
 }
 
 void features_free(struct features *f) {

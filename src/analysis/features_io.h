@@ -51,6 +51,13 @@ void features_write_meta(hid_t fid, const struct features *f);
  * labels outside the class list, a duplicate or negative index, non-finite values, rows that are
  * not unit length - ends the job with SCD_EXIT_DATA and a message naming the file and the item. */
 void features_read(const char *path, struct features *f);
+/* features_read without the rows and the paths (f->x and f->paths NULL): what the kNN needs of
+ * every row, whose feature rows each rank then reads in parts (features_read_rows). */
+void features_read_meta(const char *path, struct features *f);
+/* Rows rows[0..n) of path's 'features' (f: its features_read_meta) into dst [n][f->d], in the
+ * order asked, validated as features_read validates them; the file is read in ascending order in
+ * windows of up to 16 MiB, so only the wanted rows and one window are held. */
+void features_read_rows(const char *path, const struct features *f, const int64_t *rows, int64_t n, float *dst);
 void features_free(struct features *f);
 
 /* Scale each of the n rows of x [n][d] to unit Euclidean length (a zero row stays zero), as

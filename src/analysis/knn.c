@@ -170,6 +170,8 @@ double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax,
   int64_t block = block_rows_for(share, gpu);
   if (block > n_test) block = n_test > 0 ? n_test : 1;
   double b = (double)share * d * sizeof(float) + (double)n_train * sizeof(int32_t); /* share, labels */
+  const int64_t blocks = (n_test + block - 1) / block, owned = (blocks + size - 1) / size;
+  b += (double)(owned * block < n_test ? owned * block : n_test) * d * sizeof(float); /* owned test rows */
   b += (double)block * ((double)d * sizeof(float) + sizeof(int32_t));                /* a test block */
   b += (double)block * (double)kmax * sizeof(struct knn_nb);                          /* its lists */
   if (!gpu) b += (double)block * (double)share * sizeof(float);                      /* similarities */
@@ -359,10 +361,14 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
   knn_result_finish(r);
 }
 
-/* Copy rows rows[0..n-1] of x [.][d] into a contiguous [n][d] matrix. */
-static void gather_rows(float *m, const float *x, int d, const int64_t *rows, int64_t n) {
+/* Rows rows[0..n-1] of the set into a contiguous [n][d] matrix: copied, or read from the file. */
+static void source_rows(const struct knn_source *s, const int64_t *rows, int64_t n, float *m) {
+  if (!s->x) {
+    features_read_rows(s->path, s->meta, rows, n, m);
+    return;
+  }
   for (int64_t i = 0; i < n; i++)
-    memcpy(m + (size_t)i * (size_t)d, x + (size_t)rows[i] * (size_t)d, (size_t)d * sizeof(float));
+    memcpy(m + (size_t)i * (size_t)s->d, s->x + (size_t)rows[i] * (size_t)s->d, (size_t)s->d * sizeof(float));
 }
 
 /* MPI reduction of neighbour lists: one element is one row's list of kmax entries (the datatype's
@@ -377,27 +383,41 @@ static void lists_merge_op(void *in, void *inout, int *len, MPI_Datatype *type) 
                     kmax);
 }
 
-void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasses,
+void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,
                        struct knn_result *r) {
   SCD_ASSERT(n_train <= INT32_MAX);
-  const int rank = comm_rank(), size = comm_size();
-  /* Every rank's reference labels, its share of the reference rows, and every test row in blocks:
-   * the lists of a block against each share are merged on the block's owner (blocks in turn), which
-   * votes. */
+  const int rank = comm_rank(), size = comm_size(), d = src->d;
+  /* Every rank's reference labels, its share of the reference rows, and the test rows of the blocks
+   * it owns (blocks in turn): the owner broadcasts a block, the lists of the block against each
+   * share are merged on the owner, which votes. */
   int32_t *train_lab = xmalloc((size_t)(n_train ? n_train : 1) * sizeof *train_lab);
   for (int64_t i = 0; i < n_train; i++) train_lab[i] = labels[train_rows[i]];
   knn_result_init(r, nclasses, k, nk, temperature, train_lab, n_train);
   const int64_t lo = n_train * rank / size, hi = n_train * (rank + 1) / size;
   const int64_t share_max = (n_train + size - 1) / size;
   float *ref = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(hi > lo ? hi - lo : 1), (size_t)d), sizeof(float)));
-  gather_rows(ref, x, d, train_rows + lo, hi - lo);
+  source_rows(src, train_rows + lo, hi - lo, ref);
   const int kmax = (int)kmax_of(r);
   struct engine e;
   engine_open(&e, ref, hi - lo, share_max, lo, d, kmax);
   const int64_t block = e.block_rows < n_test ? e.block_rows : (n_test > 0 ? n_test : 1);
   float *test = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)d), sizeof(float)));
+  if ((size_t)block * (size_t)d > INT32_MAX)
+    scd_fatal(SCD_EXIT_INPUT, "kNN: a block of %" PRId64 " test rows of %d features is too large to broadcast; lower "
+              "knn.block_rows", block, d);
+  /* This rank's blocks' test rows, read in one pass */
+  int64_t n_own = 0;
+  for (int64_t b0 = (int64_t)rank * block; b0 < n_test; b0 += (int64_t)size * block)
+    n_own += n_test - b0 < block ? n_test - b0 : block;
+  int64_t *own_rows = xmalloc((size_t)(n_own ? n_own : 1) * sizeof *own_rows);
+  for (int64_t b0 = (int64_t)rank * block, at = 0; b0 < n_test; b0 += (int64_t)size * block)
+    for (int64_t i = b0; i < n_test && i < b0 + block; i++) own_rows[at++] = test_rows[i];
+  float *own = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(n_own ? n_own : 1), (size_t)d), sizeof(float)));
+  source_rows(src, own_rows, n_own, own);
+  free(own_rows);
+  const float *own_next = own;
   int32_t *test_lab = xmalloc((size_t)block * sizeof *test_lab);
   struct knn_nb *lists = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)kmax), sizeof *lists));
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
@@ -414,9 +434,16 @@ void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasse
   for (int64_t b0 = 0, blk = 0; b0 < n_test; b0 += block, blk++) {
     const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
     const int owner = (int)(blk % size);
-    gather_rows(test, x, d, test_rows + b0, nb_rows);
-    engine_lists(&e, test, nb_rows, lists, r);
+    const float *rows = test;
+    if (rank == owner) {
+      rows = own_next;
+      own_next += (size_t)nb_rows * (size_t)d;
+    }
     double t0 = wtime();
+    if (size > 1) CHECK_MPI(MPI_Bcast((void *)rows, (int)(nb_rows * d), MPI_FLOAT, owner, comm_mpi()));
+    r->seconds_select += wtime() - t0;
+    engine_lists(&e, rows, nb_rows, lists, r);
+    t0 = wtime();
     if (size > 1)
       CHECK_MPI(MPI_Reduce(rank == owner ? MPI_IN_PLACE : lists, lists, (int)nb_rows, row_type, merge, owner,
                            comm_mpi()));
@@ -436,6 +463,7 @@ void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasse
   knn_result_allreduce(r);
   knn_result_finish(r);
   free(lists);
+  free(own);
   free(test);
   free(test_lab);
   free(ref);

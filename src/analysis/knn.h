@@ -106,20 +106,31 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
  * the results, are the same on both for the same similarities (knn_lists.h). */
 void knn_set_ops(const struct ops *ops);
 
-/* Collective: evaluate the feature set x [n][d] (labels [n]) with reference rows train_rows and
- * test rows test_rows (row numbers into x).  Each MPI rank holds a contiguous share of the
- * reference rows (1/size of them, on its GPU when there is one); the test rows go through in
- * blocks, each rank finds a block's neighbours in its share, an MPI reduction merges the lists on
- * the block's owner (blocks are owned in turn) and the owner votes; the counts are summed, so
- * every rank ends with the complete, finished result, the same for any rank count.  This is the
- * entry point for any feature set (trained network, baselines, a randomly initialised network). */
-void knn_evaluate_rows(const float *x, int d, const int32_t *labels, int nclasses,
+/* Where a feature set's n rows of d values are: in memory (x [n][d]), or in a features file (x
+ * NULL; path and its features_read_meta), whose rows each rank reads only where it uses them. */
+struct knn_source {
+  int d;
+  const float *x;
+  const char *path;
+  const struct features *meta;
+};
+
+/* Collective: evaluate the feature set src (labels [n]) with reference rows train_rows and test
+ * rows test_rows (row numbers into the set).  Each MPI rank holds a contiguous share of the
+ * reference rows (1/size of them, on its GPU when there is one) and the test rows of the blocks
+ * it owns (blocks are owned in turn); the test rows go through in blocks, the owner broadcasts
+ * its block, each rank finds the block's neighbours in its share, an MPI reduction merges the
+ * lists on the owner and the owner votes; the counts are summed, so every rank ends with the
+ * complete, finished result, the same for any rank count.  This is the entry point for any
+ * feature set (trained network, baselines, a randomly initialised network). */
+void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,
                        struct knn_result *r);
 
-/* Host bytes per rank that knn_evaluate_rows takes beside x (the reference share, a block of test
- * rows, their lists and, on the CPU, similarities), for the memory check (core/membudget.h). */
+/* Host bytes per rank that knn_evaluate_rows takes beside an in-memory set (the reference share,
+ * the owned test rows, a block of test rows, their lists and, on the CPU, similarities), for the
+ * memory check (core/membudget.h). */
 double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax, int nclasses, int nk);
 
 /* ---- Report (knn_report.c) ------------------------------------------------------------------- */

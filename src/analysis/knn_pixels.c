@@ -136,13 +136,11 @@ float *knn_pixel_features(const struct config *cfg, const struct features *f, co
   if (d > INT32_MAX) scd_fatal(SCD_EXIT_INPUT, "raw-pixel vectors of %zu values are too long; lower knn.pixel_size", d);
   *dim = (int)d;
 
-  /* The vectors of every image on every rank, beside the features already read (core/membudget.h). */
+  /* The vectors of every image on every rank (core/membudget.h). */
   struct membudget mb = {0};
   membudget_add(&mb, (double)f->n * (double)d * sizeof(float), "raw-pixel vectors",
                 "knn pixel_size = %d (%d x %d x %d channels per image), %lld images", side, g.oh,
                 g.ow, g.nsel, (long long)f->n);
-  membudget_add(&mb, (double)f->n * f->d * sizeof(float), "the features", "the features file's %lld x %d",
-                (long long)f->n, f->d);
   char how[256];
   const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
   membudget_check(&mb, "knn's raw-pixel baseline", limit, how);

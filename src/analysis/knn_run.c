@@ -55,16 +55,17 @@ static void add_note(struct knn_report *rep, const char *fmt, ...) {
 /* &control progress_seconds, for the sets' progress lines. */
 static double progress_seconds = -1.0;
 
-static void add_set(struct knn_report *rep, const char *name, const char *label, const float *x, int d,
+static void add_set(struct knn_report *rep, const char *name, const char *label, const struct knn_source *src,
                     const struct features *f, const int64_t *perm, int64_t n_train, const int64_t *k, int nk,
                     double temperature, double t0) {
+  const int d = src->d;
   SCD_ASSERT(rep->nsets < KNN_MAX_SETS);
   struct knn_set *s = &rep->sets[rep->nsets++];
   snprintf(s->name, sizeof s->name, "%s", name);
   snprintf(s->label, sizeof s->label, "%s", label);
   s->dim = d;
   knn_set_progress(label, progress_seconds);
-  knn_evaluate_rows(x, d, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
+  knn_evaluate_rows(src, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
                     temperature, &s->res);
   s->seconds = wtime() - t0;
   int best = 0;
@@ -102,7 +103,8 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
     add_note(rep, "  note     : raw pixels: %" PRId64 " image(s) with a constant non-zero channel use a zero vector\n",
              invalid);
   }
-  add_set(rep, "raw_pixels", label, px, d, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  const struct knn_source src = {d, px, NULL, NULL};
+  add_set(rep, "raw_pixels", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
   free(px);
 }
 
@@ -120,7 +122,8 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   }
   char label[64];
   snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
-  add_set(rep, "random_init", label, x, d, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  const struct knn_source src = {d, x, NULL, NULL};
+  add_set(rep, "random_init", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
   free(x);
 }
 
@@ -145,7 +148,7 @@ int knn_run(const struct config *cfg) {
   pick_features_file(cfg, fpath, sizeof fpath);
   double t0 = wtime();
   struct features f;
-  features_read(fpath, &f);
+  features_read_meta(fpath, &f); /* each rank reads the rows it uses (knn_evaluate_rows) */
   log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the %s "
            "backend, reference rows shared over %d rank%s", fpath, f.n, f.d, f.nclasses, f.checkpoint_key, f.epoch,
            ops->name, comm_size(), comm_size() > 1 ? "s" : "");
@@ -162,17 +165,17 @@ int knn_run(const struct config *cfg) {
     scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no test rows among the %" PRId64 " rows of %s",
               cfg->knn.train_fraction, f.n, fpath);
 
-  /* The file is in memory on every rank; the evaluation's shares and blocks are checked before
-   * they are taken (core/membudget.h). */
+  /* The rows' labels, indices and order on every rank, then the evaluation's shares and blocks,
+   * checked before they are taken (core/membudget.h). */
   {
     int64_t kmax = 0;
     for (int j = 0; j < nk; j++)
       if (k[j] > kmax) kmax = k[j];
     struct membudget mb = {0};
-    membudget_add(&mb, (double)f.n * (f.d * sizeof(float) + sizeof(int32_t) + 2 * sizeof(int64_t)), "the features file",
-                  "its %" PRId64 " x %d rows", f.n, f.d);
+    membudget_add(&mb, (double)f.n * (sizeof(int32_t) + 2 * sizeof(int64_t)), "the features file's labels and indices",
+                  "its %" PRId64 " rows", f.n);
     membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f.d, kmax, f.nclasses, nk),
-                  "reference share, blocks of test rows, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
+                  "reference share, owned test rows, blocks, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
                   ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
     char how[256];
     const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
@@ -193,7 +196,8 @@ int knn_run(const struct config *cfg) {
 
   char label[64];
   snprintf(label, sizeof label, "%s", f.checkpoint_key[0] ? f.checkpoint_key : "trained");
-  add_set(&rep, "trained", label, f.x, f.d, &f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  const struct knn_source trained = {f.d, NULL, fpath, &f};
+  add_set(&rep, "trained", label, &trained, &f, perm, n_train, k, nk, cfg->knn.temperature, t0);
   rep.table_k = knn_report_pick_k(&rep, cfg->knn.table_k);
   for (int j = 0; j < nk; j++)
     if (rep.sets[0].res.k_used[j] != k[j])

@@ -233,7 +233,7 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     fs_join(path, sizeof path, c.control.run_dir, "log.txt");
     s.final_loss = pipeline_final_loss(path);
     struct features fe;
-    features_read(s.features_file, &fe);
+    features_read_meta(s.features_file, &fe);
     s.feature_rows = fe.n;
     features_free(&fe);
     fs_join(path, sizeof path, c.control.run_dir, "knn.h5");

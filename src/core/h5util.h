@@ -90,6 +90,12 @@ int h5util_dset_stored(hid_t d, const char *name, hsize_t nelem);
 /* Read all nelem values of dataset d (named `name` in messages) as mtype into buf, once it is
  * known to store them. */
 int h5util_dset_read(hid_t d, const char *name, hsize_t nelem, hid_t mtype, void *buf);
+/* Read the block of dataset d (rank dimensions) that starts at start and spans count, as mtype into
+ * buf (packed, count's shape), with the HDF5 error's reason in h5util_why() on failure (a chunk
+ * that fails its checksum, a block outside the shape).  Not locked: callers that share HDF5 with
+ * other threads hold h5util_lock. */
+int h5util_dset_read_slab(hid_t d, const char *name, int rank, const hsize_t *start, const hsize_t *count,
+                          hid_t mtype, void *buf);
 /* Open and read a 1-D dataset of exactly n values of class cls (H5T_NO_CLASS as above) as mtype. */
 int h5util_dset_read_1d(hid_t loc, const char *name, H5T_class_t cls, hid_t mtype, int64_t n, void *out);
 /* A 1-D string dataset of at most max entries as *n malloc'd strings in *out (h5util_strs_free). */

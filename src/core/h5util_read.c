@@ -285,6 +285,24 @@ int h5util_dset_read(hid_t d, const char *name, hsize_t nelem, hid_t mtype, void
   return ok();
 }
 
+int h5util_dset_read_slab(hid_t d, const char *name, int rank, const hsize_t *start, const hsize_t *count,
+                          hid_t mtype, void *buf) {
+  SCD_ASSERT(rank >= 1 && rank <= 8);
+  hid_t fsp = H5Dget_space(d), msp = H5Screate_simple(rank, count, NULL);
+  herr_t e = fsp >= 0 && msp >= 0 ? 0 : -1;
+  if (e >= 0) e = H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL);
+  if (e >= 0) e = H5Dread(d, mtype, msp, fsp, H5P_DEFAULT, buf);
+  char reason[512] = "";
+  if (e < 0) h5util_reason(reason, sizeof reason, 0);
+  if (msp >= 0) H5Sclose(msp);
+  if (fsp >= 0) H5Sclose(fsp);
+  if (e < 0)
+    return fail(H5UTIL_BAD, "cannot read %llu %s of dataset '%s' from %llu on: %s", (unsigned long long)count[0],
+                count[0] == 1 ? "entry" : "entries", name, (unsigned long long)start[0],
+                reason[0] ? reason : "HDF5 gives no reason");
+  return ok();
+}
+
 /* h5util_dset_open of a 1-D dataset, and its path for messages into p. */
 static int open_1d(hid_t loc, const char *name, H5T_class_t cls, hsize_t *len, hid_t *d, char *p, size_t pn) {
   int rc = h5util_dset_open(loc, name, 1, cls, len, d);

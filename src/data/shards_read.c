@@ -458,13 +458,8 @@ static void read_hdf5(const struct dataset *ds, const struct shard_file *sf, int
     h5util_unlock();
     return;
   }
-  hid_t fsp = H5Dget_space(sf->images);
-  hid_t msp = H5Screate_simple(4, count, NULL);
-  herr_t e = H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL);
-  if (e >= 0) e = H5Dread(sf->images, native, msp, fsp, H5P_DEFAULT, out);
-  if (e < 0) BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5_reason(why));
-  H5Sclose(msp);
-  H5Sclose(fsp);
+  if (h5util_dset_read_slab(sf->images, "images", 4, start, count, native, out) != H5UTIL_OK)
+    BAD("%s: cannot read image %lld: %s", sf->path, (long long)j, h5util_why());
   h5util_unlock();
 }
 

@@ -71,8 +71,9 @@ DECK
 done
 [ ! -f many2/features_0000.h5 ] || h5diff many1/features_0000.h5 many2/features_0000.h5 >/dev/null ||
   fail "the streamed features differ between 1 and 2 ranks"
-# kNN of those 40,000 rows under the same 2 MiB: every rank holds the file (2.6 MiB of rows), so
-# it stops before the evaluation, naming its parts.
+# kNN of those 40,000 rows under the same 2 MiB: on one rank the reference rows alone (32,000 x 16
+# floats) and the similarities of a block take more, so it stops before the evaluation, naming its
+# parts.
 cat >knnbig.nml <<'DECK'
 &control calculation = 'knn', run_dir = 'many1' /
 &data shard_dir = 'many' /
@@ -81,8 +82,22 @@ cat >knnbig.nml <<'DECK'
 DECK
 expect_exit 2 "$SCDINO" knnbig.nml
 expect_grep "error: knn: about [0-9.]+ GiB per rank needed, more than the 0.00 GiB a rank may use \(&system memory_per_rank = 0.002\):"
-expect_grep "the features file +[0-9.]+ GiB  \(its 40000 x 16 rows\)"
-expect_grep "reference share, blocks of test rows, neighbour lists +[0-9.]+ GiB  \(knn block_rows = 0, the largest k 500, 1 rank\(s\)\)"
+expect_grep "the features file's labels and indices +[0-9.]+ GiB  \(its 40000 rows\)"
+expect_grep "reference share, owned test rows, blocks, neighbour lists +[0-9.]+ GiB  \(knn block_rows = 0, the largest k 500, 1 rank\(s\)\)"
+# Each rank reads only its share of the reference rows and the test rows of the blocks it owns,
+# so on 4 ranks in blocks of 8 test rows the same kNN fits in 2 MiB per rank, and its report is
+# that of one rank without the limit.
+if [ "$MPIEXEC" != none ]; then
+  sed -e 's/many1/knn4/' -e 's/baselines = .false./baselines = .false., k = 1, 5, block_rows = 8/' knnbig.nml >knn4.nml
+  sed -e 's/knn4/knn1/' -e '/memory_per_rank/d' knn4.nml >knn1.nml
+  mkdir -p knn1 knn4 && cp many1/features_0000.h5 knn1/ && cp many1/features_0000.h5 knn4/
+  expect_exit 0 "$SCDINO" knn1.nml
+  expect_exit 0 $MPIEXEC -n 4 "$SCDINO" knn4.nml
+  expect_grep "reference rows shared over 4 ranks"
+  nchecks=$((nchecks + 1))
+  sed 's/knn4\//knn1\//g' knn4/knn.txt | cmp -s - knn1/knn.txt ||
+    { fail "knn.txt differs between 1 rank and 4 ranks under 2 MiB"; diff knn1/knn.txt knn4/knn.txt >&2; }
+fi
 cat >knn.nml <<'DECK'
 &control calculation = 'knn', run_dir = 'fits' /
 &data shard_dir = 'shards', train_fraction = 0.5 /

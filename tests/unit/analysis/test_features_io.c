@@ -177,6 +177,68 @@ static void test_round_trip(void) {
   features_free(&f);
 }
 
+/* features_read_rows(file, meta, rows) in a child (the args are a static struct). */
+static struct {
+  const char *file;
+  const int64_t *rows;
+  int64_t n;
+} rows_args;
+static int read_some_rows(void *unused) {
+  (void)unused;
+  struct features m;
+  features_read_meta(rows_args.file, &m);
+  float *x = malloc((size_t)(rows_args.n * m.d) * sizeof *x);
+  features_read_rows(rows_args.file, &m, rows_args.rows, rows_args.n, x);
+  return 0;
+}
+
+/* The kNN's reads: the metadata alone, then rows in any order (repeats included), across the
+ * reader's 16 MiB windows: the same bits as the whole read; only the rows read are validated. */
+static void test_read_rows(void) {
+  struct features f, m, g;
+  const int64_t n = 70000;
+  const int d = 64; /* 16 MiB = 65,536 rows: two windows */
+  make_features(&f, n, d, 4);
+  for (int64_t i = 0; i < n; i++) f.index[i] = 3 * i + 1;
+  const char *p = path_in("features_rows.h5");
+  features_write(p, &f);
+  features_read_meta(p, &m);
+  T_CHECK(m.x == NULL && m.paths == NULL, "the metadata read leaves the rows and paths out");
+  T_CHECK(m.n == n && m.d == d && m.nclasses == 4 && m.epoch == 7, "metadata shape %lld x %d", (long long)m.n, m.d);
+  T_CHECK(memcmp(m.labels, f.labels, (size_t)n * sizeof(int32_t)) == 0, "metadata labels");
+  T_CHECK(memcmp(m.index, f.index, (size_t)n * sizeof(int64_t)) == 0, "metadata index");
+  int64_t rows[] = {69999, 0, 65535, 65536, 12, 12, 65537, 1, 69998, 30000};
+  const int64_t nr = (int64_t)(sizeof rows / sizeof rows[0]);
+  float *x = malloc((size_t)(nr * d) * sizeof *x);
+  features_read_rows(p, &m, rows, nr, x);
+  int same = 1;
+  for (int64_t i = 0; i < nr; i++) same &= memcmp(x + i * d, f.x + rows[i] * d, (size_t)d * sizeof(float)) == 0;
+  T_CHECK(same, "rows in the order asked, across two windows, bit-identical");
+  features_read(p, &g);
+  T_CHECK(memcmp(g.x, f.x, (size_t)(n * d) * sizeof(float)) == 0, "the whole read over two windows");
+  features_free(&g);
+
+  /* A NaN in row 65540: a read that skips it passes, one that asks for it names it. */
+  f.x[65540 * d + 3] = NAN;
+  features_write(p, &f);
+  features_read_rows(p, &m, rows, nr, x);
+  T_CHECK(1, "rows around a bad row read");
+  int64_t bad_rows[] = {5, 65540};
+  rows_args.file = p, rows_args.rows = bad_rows, rows_args.n = 2;
+  char buf[8192];
+  int code = t_run_child(read_some_rows, NULL, 0, buf, sizeof buf);
+  T_CHECK(code == 3 && strstr(buf, "features[65540, 3] is NaN") && strstr(buf, p), "the bad row named (exit %d): %s",
+          code, buf);
+  int64_t beyond[] = {n};
+  rows_args.rows = beyond, rows_args.n = 1;
+  code = t_run_child(read_some_rows, NULL, 0, buf, sizeof buf);
+  T_CHECK(code == 3 && strstr(buf, "row 70000 asked for; the file has 70000"), "a row past the end (exit %d): %s",
+          code, buf);
+  free(x);
+  features_free(&m);
+  features_free(&f);
+}
+
 static void test_helpers(void) {
   float x[] = {3, 4, 0, 0, 1, 1};
   features_l2_normalize(x, 3, 2);
@@ -321,6 +383,7 @@ int main(int argc, char **argv) {
   dir = t_scratch_dir("test_features_io");
   test_round_trip();
   test_helpers();
+  test_read_rows();
   test_malformed();
   return t_finish();
 }
