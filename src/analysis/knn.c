@@ -361,8 +361,12 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
   knn_result_finish(r);
 }
 
-/* Rows rows[0..n-1] of the set into a contiguous [n][d] matrix: copied, or read from the file. */
+/* Rows rows[0..n-1] of the set into a contiguous [n][d] matrix: copied, read from the file, or made. */
 static void source_rows(const struct knn_source *s, const int64_t *rows, int64_t n, float *m) {
+  if (s->fill) {
+    s->fill(s->ctx, rows, n, m);
+    return;
+  }
   if (!s->x) {
     features_read_rows(s->path, s->meta, rows, n, m);
     return;

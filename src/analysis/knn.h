@@ -47,6 +47,8 @@
 int knn_run(const struct config *cfg);
 
 #define KNN_MAX_SETS 4 /* feature sets side by side in one report */
+/* The random-init baseline's features, in run_dir while the kNN runs (removed after). */
+#define KNN_RANDOM_INIT_FILE "knn_random_init.tmp.h5"
 
 struct knn_result {
   int nk, nclasses;
@@ -106,13 +108,16 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
  * the results, are the same on both for the same similarities (knn_lists.h). */
 void knn_set_ops(const struct ops *ops);
 
-/* Where a feature set's n rows of d values are: in memory (x [n][d]), or in a features file (x
- * NULL; path and its features_read_meta), whose rows each rank reads only where it uses them. */
+/* Where a feature set's n rows of d values come from, each rank taking only the rows it uses: in
+ * memory (x [n][d]), a features file (path and its features_read_meta), or made on demand (fill,
+ * not collective: rows[0..n) of the set into dst [n][d]).  One of x, path and fill is set. */
 struct knn_source {
   int d;
   const float *x;
   const char *path;
   const struct features *meta;
+  void (*fill)(void *ctx, const int64_t *rows, int64_t n, float *dst);
+  void *ctx;
 };
 
 /* Collective: evaluate the feature set src (labels [n]) with reference rows train_rows and test
@@ -172,18 +177,27 @@ void knn_report_free(struct knn_report *rep);
 
 /* ---- Raw-pixel baseline (knn_pixels.c) -------------------------------------------------------- */
 
-/* Collective: feature vectors of raw pixels for the shard-set images of the rows of f (its index
- * column), as the training input sees them: selected channels (cfg->data.channels), centre crop
+/* Feature vectors of raw pixels for the shard-set images of the rows of f (its index column), as
+ * the training input sees them: selected channels (cfg->data.channels), centre crop
  * (cfg->data.center_crop), per-image min-max, bilinear resize to side x side (side 0: native
  * size), the manifest's mean/std normalisation, flattened and L2-normalised.  The default side 16
  * (knn.pixel_size) keeps the coarse layout of a 50x50 cell in 16x16xC values (1280 for five
  * channels): a baseline that sees cell shape and channel intensities but not fine texture, and a
- * similarity GEMM of the same order as that of 384-d features.  The shard set is
- * cfg->data.shard_dir; its class names and labels must match f's (a features file of another
- * shard set is refused, naming features_file).  An image that min-max scaling cannot handle (a
- * constant non-zero channel) gets a zero row; *n_invalid counts them.  The images are read and
- * processed in shares over the ranks.  Returns [f->n][*dim], malloc'd. */
-float *knn_pixel_features(const struct config *cfg, const struct features *f, const char *features_file,
-                          int side, int *dim, int64_t *n_invalid);
+ * similarity GEMM of the same order as that of 384-d features.  The vectors are made where they
+ * are used (knn_pixels_rows is a knn_source's fill: each rank reads and processes only the images
+ * of its rows), so no rank holds them all.  The shard set is cfg->data.shard_dir; its class
+ * names and labels must match f's (a features file of another shard set is refused, naming
+ * features_file).  An image that min-max scaling cannot handle (a constant non-zero channel) gets
+ * a zero row. */
+struct knn_pixels;
+struct knn_pixels *knn_pixels_open(const struct config *cfg, const struct features *f, const char *features_file,
+                                   int side);
+int knn_pixels_dim(const struct knn_pixels *p);
+/* "knn pixel_size = S (H x W x C channels per image)", for messages. */
+const char *knn_pixels_what(const struct knn_pixels *p);
+/* Rows rows[0..n) of f (row numbers) into dst [n][dim]; ctx is the knn_pixels. */
+void knn_pixels_rows(void *ctx, const int64_t *rows, int64_t n, float *dst);
+/* Collective: the zero rows made on all ranks; frees p. */
+int64_t knn_pixels_close(struct knn_pixels *p);
 
 #endif

@@ -1,4 +1,4 @@
-/* knn_pixels.c - raw-pixel feature vectors for the kNN baseline, read from the shard set. */
+/* knn_pixels.c - raw-pixel feature vectors for the kNN baseline, read from the shard set where they are used. */
 #include "build_config.h"
 
 #include <inttypes.h>
@@ -10,7 +10,6 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/log.h"
-#include "core/membudget.h"
 #include "data/imgops.h"
 #include "data/shards.h"
 
@@ -91,13 +90,26 @@ static int pixel_row(const struct pixel_geom *g, const void *raw, float *sel_buf
   return 0;
 }
 
-float *knn_pixel_features(const struct config *cfg, const struct features *f, const char *features_file,
-                          int side, int *dim, int64_t *n_invalid) {
+struct knn_pixels {
+  struct dataset *ds;
+  const struct features *f;
+  struct pixel_geom g;
+  int dim;
+  size_t img_bytes;
+  int64_t invalid; /* zero rows made by this rank */
+  char what[160];
+};
+
+struct knn_pixels *knn_pixels_open(const struct config *cfg, const struct features *f, const char *features_file,
+                                   int side) {
   const char *shard_dir = cfg->data.shard_dir;
-  struct dataset *ds = dataset_open(shard_dir);
+  struct knn_pixels *p = xcalloc(1, sizeof *p);
+  p->ds = dataset_open(shard_dir);
+  p->f = f;
+  struct dataset *ds = p->ds;
   check_same_dataset(ds, f, features_file, shard_dir);
 
-  struct pixel_geom g;
+  struct pixel_geom *gp = &p->g, g;
   memset(&g, 0, sizeof g);
   g.C = dataset_channels(ds);
   g.H = dataset_height(ds);
@@ -134,39 +146,40 @@ float *knn_pixel_features(const struct config *cfg, const struct features *f, co
   g.ow = side > 0 ? side : g.cw;
   const size_t d = MUL_SIZE(MUL_SIZE((size_t)g.nsel, (size_t)g.oh), (size_t)g.ow);
   if (d > INT32_MAX) scd_fatal(SCD_EXIT_INPUT, "raw-pixel vectors of %zu values are too long; lower knn.pixel_size", d);
-  *dim = (int)d;
+  p->dim = (int)d;
+  p->img_bytes = dataset_image_bytes(ds);
+  *gp = g;
+  snprintf(p->what, sizeof p->what, "knn pixel_size = %d (%d x %d x %d channels per image)", side, g.oh, g.ow, g.nsel);
+  return p;
+}
 
-  /* The vectors of every image on every rank (core/membudget.h). */
-  struct membudget mb = {0};
-  membudget_add(&mb, (double)f->n * (double)d * sizeof(float), "raw-pixel vectors",
-                "knn pixel_size = %d (%d x %d x %d channels per image), %lld images", side, g.oh,
-                g.ow, g.nsel, (long long)f->n);
-  char how[256];
-  const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
-  membudget_check(&mb, "knn's raw-pixel baseline", limit, how);
+int knn_pixels_dim(const struct knn_pixels *p) { return p->dim; }
+const char *knn_pixels_what(const struct knn_pixels *p) { return p->what; }
 
-  float *out = xcalloc(MUL_SIZE((size_t)f->n, d), sizeof(float));
-  const size_t img_bytes = dataset_image_bytes(ds);
-  void *raw = xmalloc(MUL_SIZE(PIXEL_BATCH, img_bytes));
+void knn_pixels_rows(void *ctx, const int64_t *rows, int64_t n, float *dst) {
+  struct knn_pixels *p = ctx;
+  const struct pixel_geom *g = &p->g;
+  const size_t d = (size_t)p->dim;
+  void *raw = xmalloc(MUL_SIZE(PIXEL_BATCH, p->img_bytes));
   int64_t idx[PIXEL_BATCH];
   int64_t invalid = 0;
-  /* This rank's contiguous share of the rows; the others are filled in by the sum below. */
-  const int rank = comm_rank(), size = comm_size();
-  const int64_t lo = f->n * rank / size, hi = f->n * (rank + 1) / size;
-  for (int64_t b0 = lo; b0 < hi; b0 += PIXEL_BATCH) {
-    const int cnt = (int)(hi - b0 < PIXEL_BATCH ? hi - b0 : PIXEL_BATCH);
-    for (int i = 0; i < cnt; i++) idx[i] = f->index[b0 + i];
-    dataset_read_images(ds, idx, cnt, raw);
+  for (int64_t b0 = 0; b0 < n; b0 += PIXEL_BATCH) {
+    const int cnt = (int)(n - b0 < PIXEL_BATCH ? n - b0 : PIXEL_BATCH);
+    for (int i = 0; i < cnt; i++) {
+      SCD_ASSERT(rows[b0 + i] >= 0 && rows[b0 + i] < p->f->n);
+      idx[i] = p->f->index[rows[b0 + i]];
+    }
+    dataset_read_images(p->ds, idx, cnt, raw);
 #pragma omp parallel reduction(+ : invalid)
     {
-      const size_t hw = (size_t)g.H * g.W, chw = (size_t)g.ch * g.cw;
-      float *sel_buf = xmalloc(MUL_SIZE((size_t)g.nsel, hw) * sizeof(float));
-      float *crop_buf = xmalloc(MUL_SIZE((size_t)g.nsel, chw) * sizeof(float));
-      float *mm_buf = xmalloc(MUL_SIZE((size_t)g.nsel, chw) * sizeof(float));
+      const size_t hw = (size_t)g->H * g->W, chw = (size_t)g->ch * g->cw;
+      float *sel_buf = xmalloc(MUL_SIZE((size_t)g->nsel, hw) * sizeof(float));
+      float *crop_buf = xmalloc(MUL_SIZE((size_t)g->nsel, chw) * sizeof(float));
+      float *mm_buf = xmalloc(MUL_SIZE((size_t)g->nsel, chw) * sizeof(float));
 #pragma omp for schedule(dynamic, 4)
       for (int i = 0; i < cnt; i++)
-        if (pixel_row(&g, (const char *)raw + (size_t)i * img_bytes, sel_buf, crop_buf, mm_buf,
-                      out + (size_t)(b0 + i) * d) != 0)
+        if (pixel_row(g, (const char *)raw + (size_t)i * p->img_bytes, sel_buf, crop_buf, mm_buf,
+                      dst + (size_t)(b0 + i) * d) != 0)
           invalid++;
       free(sel_buf);
       free(crop_buf);
@@ -174,9 +187,13 @@ float *knn_pixel_features(const struct config *cfg, const struct features *f, co
     }
   }
   free(raw);
-  dataset_close(ds);
-  comm_allreduce_sum_f32(out, MUL_SIZE((size_t)f->n, d));
+  p->invalid += invalid;
+}
+
+int64_t knn_pixels_close(struct knn_pixels *p) {
+  int64_t invalid = p->invalid;
   comm_allreduce_sum_i64(&invalid, 1);
-  *n_invalid = invalid;
-  return out;
+  dataset_close(p->ds);
+  free(p);
+  return invalid;
 }

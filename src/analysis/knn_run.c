@@ -2,6 +2,7 @@
  * features and the baselines, and write the report. */
 #include "build_config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,42 +90,58 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
     return;
   }
   double t0 = wtime();
-  int d = 0;
-  int64_t invalid = 0;
   const int side = (int)cfg->knn.pixel_size;
-  float *px = knn_pixel_features(cfg, f, fpath, side, &d, &invalid);
+  struct knn_pixels *px = knn_pixels_open(cfg, f, fpath, side);
+  const int d = knn_pixels_dim(px);
+  /* The vectors are made where they are used: each rank holds its reference share and its blocks'
+   * test rows of them (core/membudget.h). */
+  {
+    int64_t kmax = 0;
+    for (int j = 0; j < nk; j++)
+      if (k[j] > kmax) kmax = k[j];
+    struct membudget mb = {0};
+    membudget_add(&mb, knn_rows_host_bytes(n_train, f->n - n_train, d, kmax, f->nclasses, nk), "raw-pixel vectors",
+                  "%s, %lld images", knn_pixels_what(px), (long long)f->n);
+    char how[256];
+    const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
+    membudget_check(&mb, "knn's raw-pixel baseline", limit, how);
+  }
   char label[64];
   if (side > 0)
     snprintf(label, sizeof label, "raw pixels %dx%d", side, side);
   else
     snprintf(label, sizeof label, "raw pixels");
+  const struct knn_source src = {.d = d, .fill = knn_pixels_rows, .ctx = px};
+  add_set(rep, "raw_pixels", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  const int64_t invalid = knn_pixels_close(px);
   if (invalid) {
     log_warn("raw-pixel baseline: %" PRId64 " image(s) have a constant non-zero channel and get a zero vector", invalid);
     add_note(rep, "  note     : raw pixels: %" PRId64 " image(s) with a constant non-zero channel use a zero vector\n",
              invalid);
   }
-  const struct knn_source src = {d, px, NULL, NULL};
-  add_set(rep, "raw_pixels", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
-  free(px);
 }
 
-/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows. */
+/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows,
+ * written to a temporary features file in run_dir that each rank reads its rows of, then removed. */
 static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
                                  const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
   double t0 = wtime();
-  int d = 0;
-  char why[1200];
-  float *x = features_random_init(cfg, f, fpath, &d, why, sizeof why);
-  if (!x) {
+  char why[1200], path[4096];
+  fs_join(path, sizeof path, cfg->control.run_dir, KNN_RANDOM_INIT_FILE);
+  if (features_random_init(cfg, f, fpath, path, why, sizeof why) != 0) {
     log_warn("random-init kNN baseline left out: %s", why);
     add_note(rep, "  note     : random-init baseline left out (%s)\n", why);
     return;
   }
+  struct features meta;
+  features_read_meta(path, &meta);
   char label[64];
   snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
-  const struct knn_source src = {d, x, NULL, NULL};
+  const struct knn_source src = {.d = meta.d, .path = path, .meta = &meta};
   add_set(rep, "random_init", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
-  free(x);
+  features_free(&meta);
+  comm_barrier(); /* every rank has read its rows */
+  if (comm_rank() == 0 && remove(path) != 0) log_warn("could not remove %s: %s", path, strerror(errno));
 }
 
 int knn_run(const struct config *cfg) {
@@ -196,7 +213,7 @@ int knn_run(const struct config *cfg) {
 
   char label[64];
   snprintf(label, sizeof label, "%s", f.checkpoint_key[0] ? f.checkpoint_key : "trained");
-  const struct knn_source trained = {f.d, NULL, fpath, &f};
+  const struct knn_source trained = {.d = f.d, .path = fpath, .meta = &f};
   add_set(&rep, "trained", label, &trained, &f, perm, n_train, k, nk, cfg->knn.temperature, t0);
   rep.table_k = knn_report_pick_k(&rep, cfg->knn.table_k);
   for (int j = 0; j < nk; j++)
