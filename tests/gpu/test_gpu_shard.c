@@ -19,56 +19,16 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/rng.h"
 #include "model/dino_model.h"
 #include "model/grad_comm.h"
 #include "model/ops.h"
 #include "model/optim.h"
 #include "model/shard_plan.h"
+#include "tests/fixtures/shardopt_fixture.h"
 #include "tests/fixtures/testutil.h"
 #include "tests/gpu/gpu_util.h"
 
 #ifdef HAVE_NCCL
-static struct dino_model *model(const struct ops *ops) {
-  struct dino_spec spec = {0};
-  spec.vit = (struct vit_dims){8, 3, 32, 2, 2, 64, 4, 0.0, 0};
-  spec.head = (struct head_dims){.hidden = 48, .bottleneck = 16, .out_dim = 4096, .nlayers = 3,
-                                 .norm_last_layer = 1};
-  struct dino_model *m = dino_model_create(ops, &spec);
-  dino_model_init_weights(m, 40);
-  return m;
-}
-
-static size_t ndiff(const float *a, const float *b, size_t n) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return bad;
-}
-
-/* This rank's gradients of step k (some tensors large, most small, so that clipping varies). */
-static void grads_for(float *g, const struct tensor_table *tt, int rank, int k) {
-  struct rng r;
-  rng_init(&r, 9, RNG_DOMAIN_TEST, (uint64_t)k, (uint64_t)rank);
-  memset(g, 0, tt->size * sizeof(float));
-  for (int i = 0; i < tt->n; i++) {
-    const float sc = (i % 3 == 0) ? 1.0f : 1e-3f;
-    for (size_t j = 0; j < tt->t[i].n; j++) g[tt->t[i].off + j] = sc * (float)rng_normal(&r);
-  }
-}
-
-/* Hand the device buffer over as backward does: ranges from the top down, every fourth to finish. */
-static void reduce(struct grad_comm *gc, float *g, size_t n) {
-  gc->begin_step(gc, g, n);
-  size_t hi = n;
-  for (int k = 0; hi > 0; k++) {
-    size_t len = 1 + (size_t)((k * 7919 + 11) % 9000);
-    if (len > hi) len = hi;
-    if (k % 4 != 3) gc->bucket_ready(gc, hi - len, len);
-    hi -= len;
-  }
-  gc->finish(gc);
-}
-
 /* Device buffer d (n floats) into the host buffer h. */
 static float *down(const struct ops *o, float *h, const float *d, size_t n) {
   gpu_f32_down(o, h, d, n);
@@ -76,7 +36,7 @@ static float *down(const struct ops *o, float *h, const float *d, size_t n) {
 }
 
 static void run(const struct ops *o, size_t bucket, int rank, int world) {
-  struct dino_model *a = model(o), *b = model(o);
+  struct dino_model *a = shardopt_model(o), *b = shardopt_model(o);
   const struct tensor_table *tt = &a->tt;
   const size_t n = tt->size;
   struct shard_plan plan;
@@ -92,25 +52,25 @@ static void run(const struct ops *o, size_t bucket, int rank, int world) {
   float *h = malloc(n * sizeof(float)), *fa = malloc(n * sizeof(float)), *fb = malloc(n * sizeof(float));
   float *ma = malloc(n * sizeof(float)), *va = malloc(n * sizeof(float));
   for (int k = 0; k < 3; k++) {
-    grads_for(h, tt, rank, k);
+    shardopt_grads(h, tt, rank, k);
     o->upload(a->grads, h, n * sizeof(float));
     o->upload(b->grads, h, n * sizeof(float));
-    reduce(ga, a->grads, n);
-    reduce(gb, b->grads, n);
-    T_CHECK(ndiff(down(o, fa, a->grads, n) + lo, down(o, fb, b->grads, n) + lo, hi - lo) == 0,
+    shardopt_reduce(ga, a->grads, n);
+    shardopt_reduce(gb, b->grads, n);
+    T_CHECK(shardopt_ndiff(down(o, fa, a->grads, n) + lo, down(o, fb, b->grads, n) + lo, hi - lo) == 0,
             "bucket %zu step %d: the slice [%zu, %zu) is not the all-reduce's mean", bucket, k, lo, hi);
     const int ca = optim_update(&oa, a->student, a->grads, 0.05, na, 1e-3, 0.04, k == 0, a->teacher, 0.996);
     const int cb = optim_update(&ob, b->student, b->grads, 0.05, nb, 1e-3, 0.04, k == 0, b->teacher, 0.996);
     T_CHECK(ca == cb && ca > 0 && ca < tt->n, "step %d: %d vs %d tensors clipped", k, ca, cb);
     T_CHECK(!memcmp(na, nb, (size_t)tt->n * sizeof *na), "bucket %zu step %d: norms differ", bucket, k);
-    T_CHECK(ndiff(down(o, fa, a->student, n), down(o, fb, b->student, n), n) == 0, "bucket %zu step %d: student",
-            bucket, k);
-    T_CHECK(ndiff(down(o, fa, a->teacher, n), down(o, fb, b->teacher, n), n) == 0, "bucket %zu step %d: teacher",
-            bucket, k);
+    T_CHECK(shardopt_ndiff(down(o, fa, a->student, n), down(o, fb, b->student, n), n) == 0,
+            "bucket %zu step %d: student", bucket, k);
+    T_CHECK(shardopt_ndiff(down(o, fa, a->teacher, n), down(o, fb, b->teacher, n), n) == 0,
+            "bucket %zu step %d: teacher", bucket, k);
     down(o, ma, oa.m, n);
     down(o, va, oa.v, n);
-    T_CHECK(ndiff(ma + lo, down(o, fb, ob.m, hi - lo), hi - lo) == 0 &&
-                ndiff(va + lo, down(o, fb, ob.v, hi - lo), hi - lo) == 0,
+    T_CHECK(shardopt_ndiff(ma + lo, down(o, fb, ob.m, hi - lo), hi - lo) == 0 &&
+                shardopt_ndiff(va + lo, down(o, fb, ob.v, hi - lo), hi - lo) == 0,
             "bucket %zu step %d: this rank's moments differ", bucket, k);
   }
   /* The moments as a checkpoint gathers them (rank 0). */
@@ -121,7 +81,8 @@ static void run(const struct ops *o, size_t bucket, int rank, int world) {
     size_t bad = 0;
     for (int i = 0; i < tt->n; i++) {
       const struct tensor *t = &tt->t[i];
-      if (t->flags & TENSOR_GRAD) bad += ndiff(ma + t->off, fa + t->off, t->n) + ndiff(va + t->off, fb + t->off, t->n);
+      if (t->flags & TENSOR_GRAD)
+        bad += shardopt_ndiff(ma + t->off, fa + t->off, t->n) + shardopt_ndiff(va + t->off, fb + t->off, t->n);
     }
     T_CHECK(bad == 0, "bucket %zu: %zu gathered moments differ", bucket, bad);
   }

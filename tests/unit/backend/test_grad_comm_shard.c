@@ -19,12 +19,12 @@
 
 #include "backend/backend.h"
 #include "core/comm.h"
-#include "core/rng.h"
 #include "model/dino_model.h"
 #include "model/grad_comm.h"
 #include "model/ops.h"
 #include "model/optim.h"
 #include "model/shard_plan.h"
+#include "tests/fixtures/shardopt_fixture.h"
 #include "tests/fixtures/testutil.h"
 
 struct state {
@@ -33,51 +33,11 @@ struct state {
   struct grad_comm *gc;
 };
 
-static struct dino_model *model(const struct ops *ops) {
-  struct dino_spec spec = {0};
-  spec.vit = (struct vit_dims){8, 3, 32, 2, 2, 64, 4, 0.0, 0};
-  spec.head = (struct head_dims){.hidden = 48, .bottleneck = 16, .out_dim = 4096, .nlayers = 3,
-                                 .norm_last_layer = 1};
-  struct dino_model *m = dino_model_create(ops, &spec);
-  dino_model_init_weights(m, 40);
-  return m;
-}
-
-static size_t ndiff(const float *a, const float *b, size_t n) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return bad;
-}
-
-/* This rank's gradients of step k (some tensors large, most small, so that clipping varies). */
-static void grads_for(float *g, const struct tensor_table *tt, int rank, int k) {
-  struct rng r;
-  rng_init(&r, 9, RNG_DOMAIN_TEST, (uint64_t)k, (uint64_t)rank);
-  memset(g, 0, tt->size * sizeof(float));
-  for (int i = 0; i < tt->n; i++) {
-    const float sc = (i % 3 == 0) ? 1.0f : 1e-3f;
-    for (size_t j = 0; j < tt->t[i].n; j++) g[tt->t[i].off + j] = sc * (float)rng_normal(&r);
-  }
-}
-
-/* Hand the buffer over as backward does: ranges from the top down, every fourth left to finish. */
-static void reduce(struct grad_comm *gc, float *g, size_t n) {
-  gc->begin_step(gc, g, n);
-  size_t hi = n;
-  for (int k = 0; hi > 0; k++) {
-    size_t len = 1 + (size_t)((k * 7919 + 11) % 9000);
-    if (len > hi) len = hi;
-    if (k % 4 != 3) gc->bucket_ready(gc, hi - len, len);
-    hi -= len;
-  }
-  gc->finish(gc);
-}
-
 static void run(size_t bucket, int rank, int world) {
   const struct ops *ops = backend_cpu();
   struct state a, b;
-  a.m = model(ops);
-  b.m = model(ops);
+  a.m = shardopt_model(ops);
+  b.m = shardopt_model(ops);
   const struct tensor_table *tt = &a.m->tt;
   const size_t n = tt->size;
   struct shard_plan plan;
@@ -92,20 +52,20 @@ static void run(size_t bucket, int rank, int world) {
   double *na = calloc((size_t)tt->n, sizeof *na), *nb = calloc((size_t)tt->n, sizeof *nb);
   float *fa = malloc(n * sizeof(float)), *fb = malloc(n * sizeof(float));
   for (int k = 0; k < 3; k++) {
-    grads_for(a.m->grads, tt, rank, k);
+    shardopt_grads(a.m->grads, tt, rank, k);
     memcpy(b.m->grads, a.m->grads, n * sizeof(float));
-    reduce(a.gc, a.m->grads, n);
-    reduce(b.gc, b.m->grads, n);
-    T_CHECK(ndiff(a.m->grads + lo, b.m->grads + lo, hi - lo) == 0,
+    shardopt_reduce(a.gc, a.m->grads, n);
+    shardopt_reduce(b.gc, b.m->grads, n);
+    T_CHECK(shardopt_ndiff(a.m->grads + lo, b.m->grads + lo, hi - lo) == 0,
             "bucket %zu step %d: the reduce-scatter's slice [%zu, %zu) is not the all-reduce's mean", bucket, k, lo, hi);
     const int ca = optim_update(&a.o, a.m->student, a.m->grads, 0.05, na, 1e-3, 0.04, k == 0, a.m->teacher, 0.996);
     const int cb = optim_update(&b.o, b.m->student, b.m->grads, 0.05, nb, 1e-3, 0.04, k == 0, b.m->teacher, 0.996);
     T_CHECK(ca == cb && ca > 0 && ca < tt->n, "step %d: %d vs %d tensors clipped", k, ca, cb);
     T_CHECK(!memcmp(na, nb, (size_t)tt->n * sizeof *na), "bucket %zu step %d: norms differ", bucket, k);
-    T_CHECK(ndiff(a.m->student, b.m->student, n) == 0, "bucket %zu step %d: student differs", bucket, k);
-    T_CHECK(ndiff(a.m->teacher, b.m->teacher, n) == 0, "bucket %zu step %d: teacher differs", bucket, k);
+    T_CHECK(shardopt_ndiff(a.m->student, b.m->student, n) == 0, "bucket %zu step %d: student differs", bucket, k);
+    T_CHECK(shardopt_ndiff(a.m->teacher, b.m->teacher, n) == 0, "bucket %zu step %d: teacher differs", bucket, k);
     T_CHECK(!memcmp(a.o.steps, b.o.steps, (size_t)tt->n * sizeof *a.o.steps), "step %d: step counts", k);
-    T_CHECK(ndiff(a.o.m + lo, b.o.m, hi - lo) == 0 && ndiff(a.o.v + lo, b.o.v, hi - lo) == 0,
+    T_CHECK(shardopt_ndiff(a.o.m + lo, b.o.m, hi - lo) == 0 && shardopt_ndiff(a.o.v + lo, b.o.v, hi - lo) == 0,
             "bucket %zu step %d: this rank's moments differ", bucket, k);
   }
   /* The moments as a checkpoint gathers them (rank 0), then uploaded again as a restart does. */
@@ -117,14 +77,14 @@ static void run(size_t bucket, int rank, int world) {
     for (int i = 0; i < tt->n; i++) {
       const struct tensor *t = &tt->t[i];
       if (!(t->flags & TENSOR_GRAD)) continue;
-      bad += ndiff(a.o.m + t->off, fa + t->off, t->n) + ndiff(a.o.v + t->off, fb + t->off, t->n);
+      bad += shardopt_ndiff(a.o.m + t->off, fa + t->off, t->n) + shardopt_ndiff(a.o.v + t->off, fb + t->off, t->n);
     }
     T_CHECK(bad == 0, "bucket %zu: %zu gathered moments differ", bucket, bad);
   }
   struct optim c;
   optim_init_sharded(&c, ops, &b.m->tt, &plan, b.gc);
   optim_moments_upload(&c, a.o.m, a.o.v);
-  T_CHECK(ndiff(c.m, a.o.m + lo, hi - lo) == 0 && ndiff(c.v, a.o.v + lo, hi - lo) == 0, "upload: slice");
+  T_CHECK(shardopt_ndiff(c.m, a.o.m + lo, hi - lo) == 0 && shardopt_ndiff(c.v, a.o.v + lo, hi - lo) == 0, "upload: slice");
   T_CHECK(world == 1 || b.gc->wait_seconds > 0, "no communication time recorded");
   optim_free(&c);
   optim_free(&a.o);
