@@ -149,12 +149,9 @@ void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
 
 /* The random-init kNN baseline: features of a fresh network of the architecture of f's
  * checkpoint (seed control.seed) for the rows of f, preprocessed as the &features keys say.
- * Collective; written while computed to path, a features file with f's labels, index and class
- * names (no paths; checkpoint_key "random init (seed S)"), so no rank holds them all, and in
- * place for every rank on return.  Returns
- * 0, or -1 with the reason in why when it cannot be computed (checkpoint or shard set not at
- * hand). */
-int features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
-                         const char *path, char *why, size_t whyn);
+ * Collective; every rank gets [f->n][*dim].  Returns NULL with the reason in why when it cannot
+ * be computed (checkpoint or shard set not at hand). */
+float *features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
+                            int *dim, char *why, size_t whyn);
 
 #endif

@@ -23,14 +23,7 @@ void features_write_meta(hid_t fid, const struct features *f) {
   hsize_t d1[1] = {(hsize_t)f->n};
   h5util_dset_write(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
   h5util_dset_write(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
-  if (f->paths) {
-    h5util_dset_write_strs(fid, "paths", (const char *const *)f->paths, (hsize_t)f->n);
-  } else { /* rows derived from another file's (the kNN's random-init baseline): empty paths */
-    const char **none = xmalloc(MUL_SIZE((size_t)f->n, sizeof *none));
-    for (int64_t i = 0; i < f->n; i++) none[i] = "";
-    h5util_dset_write_strs(fid, "paths", none, (hsize_t)f->n);
-    free(none);
-  }
+  h5util_dset_write_strs(fid, "paths", (const char *const *)f->paths, (hsize_t)f->n);
   h5util_dset_write_strs(fid, "class_names", (const char *const *)f->class_names, (hsize_t)f->nclasses);
   h5util_attr_write_str(fid, "format", FEATURES_FORMAT);
   h5util_attr_write_i64(fid, "version", FEATURES_VERSION);

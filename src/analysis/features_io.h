@@ -3,8 +3,7 @@
  * Layout (doc/formats.md), all readable with h5py / h5dump:
  *   features     float32 [N, D]   L2-normalised CLS rows of the chosen network
  *   labels       int32   [N]      class number, 0 <= label < number of class names
- *   paths        string  [N]      source image path (relative to the TIFF tree; empty in the kNN's
- *                                 temporary random-init file, whose rows are another file's)
+ *   paths        string  [N]      source image path (relative to the TIFF tree)
  *   index        int64   [N]      global sample index in the shard set (unique, >= 0)
  *   class_names  string  [C]
  *   root attributes: format = "scdino-features", version = 2, checkpoint (string), epoch (int64),

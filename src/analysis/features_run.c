@@ -218,8 +218,8 @@ static void check_same_dataset(const struct dataset *ds, const struct features *
                 "shard set %s; knn.features and data.shard_dir do not belong together", file, i, f->index[i], dir);
 }
 
-int features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
-                         const char *path, char *why, size_t whyn) {
+float *features_random_init(const struct config *cfg, const struct features *f, const char *features_file,
+                            int *dim, char *why, size_t whyn) {
   char manifest[4096];
   fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
   /* Rank 0 decides, so every rank takes the same branch. */
@@ -227,11 +227,11 @@ int features_random_init(const struct config *cfg, const struct features *f, con
   comm_bcast(have, sizeof have, 0);
   if (!have[0]) {
     snprintf(why, whyn, "the checkpoint of the features, '%s', is not at hand", f->checkpoint);
-    return -1;
+    return NULL;
   }
   if (!have[1]) {
     snprintf(why, whyn, "no shard set at data.shard_dir = '%s'", cfg->data.shard_dir);
-    return -1;
+    return NULL;
   }
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
   check_same_dataset(ds, f, features_file);
@@ -245,19 +245,11 @@ int features_random_init(const struct config *cfg, const struct features *f, con
   features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
   log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",
            f->checkpoint, d.dim, d.depth, d.patch, net.source, f->n);
-  /* Written while computed, as the features run writes its file: no rank holds them all. */
-  const int batch = (int)cfg->features.batch_size;
-  struct features_stream *stream = features_stream_open(path, f->n, d.dim, batch);
-  features_compute(&net, &prep, ds, f->index, f->n, batch, 0, stream, NULL, "random-init features");
-  struct features meta = *f;
-  meta.d = d.dim;
-  meta.x = NULL;
-  meta.paths = NULL; /* the rows are f's: its paths are not repeated */
-  snprintf(meta.checkpoint_key, sizeof meta.checkpoint_key, "random init (seed %ld)", cfg->control.seed);
-  features_stream_close(stream, comm_rank() == 0 ? &meta : NULL, NULL);
-  comm_barrier(); /* the file is in place for every rank */
+  float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL, NULL,
+                              "random-init features");
+  *dim = d.dim;
   features_net_free(&net);
   features_prep_free(&prep);
   dataset_close(ds);
-  return 0;
+  return x;
 }

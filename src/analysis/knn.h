@@ -47,8 +47,6 @@
 int knn_run(const struct config *cfg);
 
 #define KNN_MAX_SETS 4 /* feature sets side by side in one report */
-/* The random-init baseline's features, in run_dir while the kNN runs (removed after). */
-#define KNN_RANDOM_INIT_FILE "knn_random_init.tmp.h5"
 
 struct knn_result {
   int nk, nclasses;

@@ -2,7 +2,6 @@
  * features and the baselines, and write the report. */
 #include "build_config.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,27 +120,26 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
   }
 }
 
-/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows,
- * written to a temporary features file in run_dir that each rank reads its rows of, then removed. */
+/* The random-init baseline: a fresh network of the checkpoint's architecture on the same rows.
+ * Its features are computed in whole batches over the ranks (so their bits do not depend on the
+ * rank count) and gathered on every rank: the one set of the report that every rank holds whole
+ * (features_compute's memory check counts it). */
 static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
                                  const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
   double t0 = wtime();
-  char why[1200], path[4096];
-  fs_join(path, sizeof path, cfg->control.run_dir, KNN_RANDOM_INIT_FILE);
-  if (features_random_init(cfg, f, fpath, path, why, sizeof why) != 0) {
+  int d = 0;
+  char why[1200];
+  float *x = features_random_init(cfg, f, fpath, &d, why, sizeof why);
+  if (!x) {
     log_warn("random-init kNN baseline left out: %s", why);
     add_note(rep, "  note     : random-init baseline left out (%s)\n", why);
     return;
   }
-  struct features meta;
-  features_read_meta(path, &meta);
   char label[64];
   snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
-  const struct knn_source src = {.d = meta.d, .path = path, .meta = &meta};
+  const struct knn_source src = {.d = d, .x = x};
   add_set(rep, "random_init", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
-  features_free(&meta);
-  comm_barrier(); /* every rank has read its rows */
-  if (comm_rank() == 0 && remove(path) != 0) log_warn("could not remove %s: %s", path, strerror(errno));
+  free(x);
 }
 
 int knn_run(const struct config *cfg) {
