@@ -49,6 +49,14 @@ def save(fig, out_dir, name):
     print("wrote", path)
 
 
+def log_k_axis(ax, ks):
+    """A log axis for the kNN's k, ticked at the evaluated k."""
+    ax.set_xscale("log")
+    ax.set_xticks(ks)
+    ax.set_xticklabels([str(k) for k in ks])
+    ax.minorticks_off()
+
+
 def class_colours(n):
     """matplotlib's qualitative tab10 / tab20 up to 20 classes (neighbouring classes stay apart);
     beyond that seaborn's 'hls' palette that upstream's UMAP plot uses (hues evenly spaced,
@@ -198,10 +206,7 @@ def plot_knn(run_dir, out_dir):
     fig.colorbar(im, ax=a, fraction=0.046, pad=0.04, label="fraction of the true class")
     for i, (g, label, top1) in enumerate(sets):
         b.plot(ks, top1, "o-", color="C%d" % i, label=label)
-    b.set_xscale("log")
-    b.set_xticks(ks)
-    b.set_xticklabels([str(k) for k in ks])
-    b.minorticks_off()
+    log_k_axis(b, ks)
     b.set_xlabel("k (neighbours)")
     b.set_ylabel("Top-1 accuracy (%)")
     b.set_ylim(0, 100)

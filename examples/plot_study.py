@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 # The string and atomic-save helpers of plot_run.py, which sits beside this script.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_run import save, text  # noqa: E402
+from plot_run import log_k_axis, save, text  # noqa: E402
 
 
 def main():
@@ -69,10 +69,7 @@ def main():
     ax.legend(fontsize=8, loc="upper center", ncol=3)
     for i, n in enumerate(names):
         ax2.plot(ks, top1["trained"][i], marker="o", label=n)
-    ax2.set_xscale("log")
-    ax2.set_xticks(ks)
-    ax2.set_xticklabels([str(k) for k in ks])
-    ax2.minorticks_off()
+    log_k_axis(ax2, ks)
     ax2.set_xlabel("k")
     ax2.set_ylabel("kNN Top-1 (%), trained")
     ax2.set_ylim(0, 105)

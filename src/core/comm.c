@@ -20,19 +20,24 @@ static MPI_Comm group_comm = MPI_COMM_NULL; /* the current group (comm_group_beg
 
 MPI_Comm comm_mpi(void) { return group_comm != MPI_COMM_NULL ? group_comm : MPI_COMM_WORLD; }
 
+/* Complete rq, polling every 20 ms and telling the watchdog this rank waits alive (waiting_for
+ * NULL: nothing to tell), while another rank does long work before it joins. */
+static void wait_alive(MPI_Request *rq, const char *waiting_for) {
+  for (int done = 0;;) {
+    CHECK_MPI(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    if (waiting_for) watchdog_progress(waiting_for, -1);
+    const struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for) {
   if (info.local_size <= 1) return;
   SCD_ASSERT(bytes <= INT32_MAX);
   MPI_Request rq;
   CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, node_comm, &rq));
-  for (int done = 0;;) {
-    CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
-    if (done) break;
-    /* Local rank 0 is working (its own progress feeds its watchdog); the others wait, alive. */
-    if (waiting_for) watchdog_progress(waiting_for, -1);
-    const struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
-  }
+  wait_alive(&rq, waiting_for); /* local rank 0 works (its own progress feeds its watchdog) */
 }
 
 void comm_init(int *argc, char ***argv) {
@@ -184,13 +189,7 @@ int comm_all_any(int flag, const char *waiting_for) {
   if (info.world_size == 1) return v;
   MPI_Request rq;
   CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD, &rq));
-  for (int done = 0;;) {
-    CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
-    if (done) break;
-    if (waiting_for) watchdog_progress(waiting_for, -1);
-    const struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
-  }
+  wait_alive(&rq, waiting_for);
   return v;
 }
 
