@@ -53,10 +53,11 @@
 #   SCDINO_GPU_BENCH_ARGS  options appended to every gpu_train_bench run (e.g. a smaller model)
 #   SCDINO_GPU_BATCHES     the batches tried for the largest that fits (default 96 ... 512)
 #   SCDINO_GPU_BUSBW_MAX   the largest all-reduce of the busbw stage (default 1G)
-#   SCDINO_GPU_E2E_SMALL   1: the e2e stage on a tiny model and data set
+#   SCDINO_GPU_E2E_SMALL   1: the train, e2e and features stages on tiny models and data sets
 #   SCDINO_GPU_BUDGET      seconds the whole script keeps to (default 540: the device tool stops a
 #                          command after 600 s); a run that would not fit in what is left is
-#                          skipped and said (run its stage again in another call); 0: no limit
+#                          skipped and said (run its stage again in another call); 0: no limit,
+#                          and no time limit on any run either
 # results.txt keeps the lines of stages not run this time (a session split over calls with one
 # OUT): bench and extra replace the scdino lines they run, torch the torch lines.
 set -u
@@ -124,7 +125,8 @@ export SCDINO_TESTDATA=$testdata OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 note() { echo "$*" | tee -a "$summary"; }
 budget=${SCDINO_GPU_BUDGET:-540}
 # afford LABEL SECONDS: whether a run that may take that long fits in the budget (else said, 1);
-# limit SECONDS: that timeout, cut to what is left of the budget.
+# limit SECONDS: that timeout, cut to what is left of the budget; 0 (timeout's "none") when the
+# budget is 0, so that a dry run under the emulator on a busy machine is never cut short.
 afford() {
   [ "$budget" = 0 ] && return 0
   [ $((budget - SECONDS)) -ge "$2" ] && return 0
@@ -133,7 +135,8 @@ afford() {
 }
 limit() {
   local l=$1
-  [ "$budget" != 0 ] && [ $((budget - SECONDS)) -lt "$l" ] && l=$((budget - SECONDS))
+  [ "$budget" = 0 ] && { echo 0; return; }
+  [ $((budget - SECONDS)) -lt "$l" ] && l=$((budget - SECONDS))
   [ "$l" -lt 1 ] && l=1
   echo "$l"
 }
@@ -325,13 +328,16 @@ if [[ " $stages " == *" train "* ]] && afford "scdino train" 60; then
   w=$tmp/scdino-train
   rm -rf "$w" && mkdir -p "$w"
   echo "==== scdino train, device = 'cuda'" >> "$tests_log"
-  "$bin/train_mkdata" "$w/shards" 64 3 64 64 >> "$tests_log" 2>&1
+  # SCDINO_GPU_E2E_SMALL=1 (the dry run under the emulator): work that takes seconds there
+  nimg=64 gs=64 ls=32 nl=4 tb=16
+  [ "${SCDINO_GPU_E2E_SMALL:-0}" = 1 ] && nimg=16 gs=32 ls=16 nl=2 tb=4
+  "$bin/train_mkdata" "$w/shards" "$nimg" 3 64 64 >> "$tests_log" 2>&1
   cat > "$w/deck.nml" <<NML
 &control calculation = 'train', run_dir = '$w/run' /
 &data shard_dir = '$w/shards' /
 &model arch = 'vit_tiny', patch_size = 16, out_dim = 4096 /
-&crops global_size = 64, local_size = 32, local_crops_number = 4 /
-&training epochs = 2, batch_size_per_rank = 16, log_every = 1, warmup_epochs = 1 /
+&crops global_size = $gs, local_size = $ls, local_crops_number = $nl /
+&training epochs = 2, batch_size_per_rank = $tb, log_every = 1, warmup_epochs = 1 /
 &system device = 'cuda' /
 NML
   if timeout "$(limit 300)" "$bin/scdino" "$w/deck.nml" > "$w/train.out" 2>&1; then
