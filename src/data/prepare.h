@@ -2,14 +2,21 @@
  *
  * prepare_run walks data.tiff_dir, converts the files into
  * shard_dir/shard-NNNNN.h5 (images_per_shard files each; ranks convert disjoint runs of shards),
- * computes the per-channel statistics and writes shard_dir/manifest.h5 last.  The helpers below
- * are the per-image steps, exposed for tests. */
+ * computes the per-channel statistics and writes shard_dir/manifest.h5 last (prepare.c).  The
+ * helpers below are the per-image steps (prepare_image.c), exposed for prepare.c and the tests. */
 #ifndef SCDINO_PREPARE_H
 #define SCDINO_PREPARE_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "input/config.h"
+
+struct imagefolder;
+struct stats_acc;
+
+/* Room for the reason an image is bad: a reason may quote an example path. */
+#define PREPARE_WHY_MAX (2 * PATH_MAX)
 
 /* calculation = 'prepare' (every rank); returns the exit status. */
 int prepare_run(const struct config *cfg);
@@ -23,5 +30,22 @@ int prepare_crop_offset(int size, int crop);
 void prepare_crop_convert(const void *src, int sample, int channels, int sh, int sw, void *dst,
                           int oh, int ow);
 int prepare_storage_dtype(int sample);
+
+/* The format every image must have, chosen from a sample of the files (prepare_format_choose). */
+struct prepare_format {
+  int C, H, W;    /* after center_crop */
+  int dtype;      /* shard dtype */
+  int sample;     /* source sample type of the example */
+  char example[PATH_MAX];
+};
+
+/* The reference format of the files f lists under root (rank 0): the most common one among a
+ * sample of them; exits (3) when none reads as a TIFF image. */
+void prepare_format_choose(const struct imagefolder *f, const char *root, int crop, struct prepare_format *ref);
+
+/* Read, check and convert the file full into out [C][H][W]; its statistics go into one (reset
+ * here).  Returns 0, or -1 with the reason in why[n]. */
+int prepare_image_convert(const char *full, const struct prepare_format *ref, int crop, void *out,
+                          struct stats_acc *one, char *why, size_t n);
 
 #endif

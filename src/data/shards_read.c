@@ -71,23 +71,10 @@ static int is_regular(const char *path) {
 
 #define BAD(...) scd_fatal(SCD_EXIT_DATA, __VA_ARGS__)
 
-struct dataset *dataset_open(const char *shard_dir) {
-  struct dataset *ds = xcalloc(1, sizeof *ds);
-  snprintf(ds->dir, sizeof ds->dir, "%s", shard_dir);
-  fs_join(ds->manifest, sizeof ds->manifest, shard_dir, SHARDS_MANIFEST);
+/* The manifest's format, version, image shape and dtype. */
+static void open_format(struct dataset *ds, hid_t f) {
   const char *mf = ds->manifest;
-  ds->direct_io = 1;
-  if (!fs_is_dir(shard_dir))
-    BAD("shard_dir '%s' does not exist: run calculation='prepare' first", shard_dir);
-  if (!fs_exists(mf))
-    BAD("%s not found: shard_dir '%s' has no complete shard set (run calculation='prepare'; an "
-        "interrupted prepare leaves no manifest)", mf, shard_dir);
-  if (!is_regular(mf)) BAD("%s: not a regular file", mf);
-
-  h5util_lock();
   char s[256];
-  hid_t f;
-  h5util_need(NULL, mf, h5util_file_open(mf, &f));
   if (!h5util_optional(NULL, mf, h5util_attr_read_str(f, "format", s, sizeof s)))
     BAD("%s: not a scdino shard manifest (no 'format' attribute)", mf);
   if (strcmp(s, SHARDS_FORMAT) != 0)
@@ -118,14 +105,19 @@ struct dataset *dataset_open(const char *shard_dir) {
     BAD("%s: images of %lld x %lld x %lld %s values are larger than the limit of %zu MiB", mf, (long long)C,
         (long long)H, (long long)W, s, SHARDS_MAX_IMAGE_BYTES >> 20);
   h5util_optional(NULL, mf, h5util_attr_read_str(f, "tiff_dir", ds->tiff_dir, sizeof ds->tiff_dir));
+}
 
+/* The class and channel names, and the shard files: each named, counted and present; ds->n is
+ * their total. */
+static void open_shards(struct dataset *ds, hid_t f) {
+  const char *mf = ds->manifest;
   int64_t ncls = 0, nch = 0, nsh = 0;
   h5util_need(NULL, mf, h5util_dset_read_strs(f, "class_names", SHARDS_MAX_CLASSES, &ds->class_names, &ncls));
   ds->nclasses = (int)ncls;
   if (ncls < 1) BAD("%s: dataset 'class_names' is empty", mf);
-  h5util_need(NULL, mf, h5util_dset_read_strs(f, "channel_names", C, &ds->channel_names, &nch));
-  if (nch != C) BAD("%s: dataset 'channel_names' has %lld entries, not one per channel (%lld)", mf, (long long)nch,
-                    (long long)C);
+  h5util_need(NULL, mf, h5util_dset_read_strs(f, "channel_names", ds->C, &ds->channel_names, &nch));
+  if (nch != ds->C) BAD("%s: dataset 'channel_names' has %lld entries, not one per channel (%lld)", mf,
+                        (long long)nch, (long long)ds->C);
   char **names;
   h5util_need(NULL, mf, h5util_dset_read_strs(f, "shards", SHARDS_MAX_SHARDS, &names, &nsh));
   if (nsh < 1) BAD("%s: dataset 'shards' is empty", mf);
@@ -141,7 +133,7 @@ struct dataset *dataset_open(const char *shard_dir) {
     if (counts[k] > SHARDS_MAX_IMAGES - total) /* checked before the sum, which could overflow */
       BAD("%s: the shard counts add up to more than %lld images (shard %lld has count %lld)", mf,
           (long long)SHARDS_MAX_IMAGES, (long long)k, (long long)counts[k]);
-    fs_join(sf->path, sizeof sf->path, shard_dir, names[k]);
+    fs_join(sf->path, sizeof sf->path, ds->dir, names[k]);
     sf->first = total;
     sf->count = counts[k];
     sf->fd = -1;
@@ -157,9 +149,15 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (cnt != total)
     BAD("%s: attribute count=%lld but the shard counts add up to %lld", mf, (long long)cnt, (long long)total);
   ds->n = total;
-  ds->labels = xmalloc(MUL_SIZE((size_t)total, sizeof *ds->labels));
-  h5util_need(NULL, mf, h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT32, total, ds->labels));
-  for (int64_t i = 0; i < total; i++)
+}
+
+/* Every image's label, and the channel statistics. */
+static void open_labels_stats(struct dataset *ds, hid_t f) {
+  const char *mf = ds->manifest;
+  const int C = ds->C;
+  ds->labels = xmalloc(MUL_SIZE((size_t)ds->n, sizeof *ds->labels));
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT32, ds->n, ds->labels));
+  for (int64_t i = 0; i < ds->n; i++)
     if (ds->labels[i] < 0 || ds->labels[i] >= ds->nclasses)
       BAD("%s: image %lld has label %d, outside 0..%d", mf, (long long)i, ds->labels[i], ds->nclasses - 1);
   ds->mean = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
@@ -176,8 +174,12 @@ struct dataset *dataset_open(const char *shard_dir) {
       BAD("%s: std of channel %d is %g, neither 0 nor in [%g, 0.5] (the statistics of pixels scaled to [0, 1]): "
           "damaged manifest, prepare the shards again", mf, c, ds->std[c], SHARDS_STD_MIN);
   }
+}
 
-  /* Files skipped by prepare: their ImageFolder positions, so the split matches upstream's. */
+/* Files skipped by prepare: their ImageFolder positions, so the split matches upstream's. */
+static void open_skipped(struct dataset *ds, hid_t f) {
+  const char *mf = ds->manifest;
+  const int64_t total = ds->n;
   ds->source_count = total;
   h5util_optional(NULL, mf, h5util_attr_read_i64(f, "source_count", &ds->source_count));
   if (ds->source_count > SHARDS_MAX_IMAGES)
@@ -186,24 +188,44 @@ struct dataset *dataset_open(const char *shard_dir) {
   if (ds->source_count < total) /* compared before subtracting: a negative count would overflow */
     BAD("%s: source_count %lld is smaller than count %lld", mf, (long long)ds->source_count, (long long)total);
   int64_t nskip = ds->source_count - total;
-  if (nskip > 0) {
-    int64_t *skip = xmalloc(MUL_SIZE((size_t)nskip, sizeof *skip));
-    h5util_need(NULL, mf, h5util_dset_read_1d(f, "skipped_index", H5T_INTEGER, H5T_NATIVE_INT64, nskip, skip));
-    ds->source_index = xmalloc(MUL_SIZE((size_t)total, sizeof *ds->source_index));
-    int64_t k = 0, i = 0;
-    for (int64_t p = 0; p < ds->source_count; p++) {
-      if (k < nskip && skip[k] == p) {
-        k++;
-        continue;
-      }
-      if (i >= total) break;
-      ds->source_index[i++] = p;
+  if (nskip <= 0) return;
+  int64_t *skip = xmalloc(MUL_SIZE((size_t)nskip, sizeof *skip));
+  h5util_need(NULL, mf, h5util_dset_read_1d(f, "skipped_index", H5T_INTEGER, H5T_NATIVE_INT64, nskip, skip));
+  ds->source_index = xmalloc(MUL_SIZE((size_t)total, sizeof *ds->source_index));
+  int64_t k = 0, i = 0;
+  for (int64_t p = 0; p < ds->source_count; p++) {
+    if (k < nskip && skip[k] == p) {
+      k++;
+      continue;
     }
-    if (k != nskip || i != total)
-      BAD("%s: dataset 'skipped_index' is not an ascending list of positions below %lld", mf,
-          (long long)ds->source_count);
-    free(skip);
+    if (i >= total) break;
+    ds->source_index[i++] = p;
   }
+  if (k != nskip || i != total)
+    BAD("%s: dataset 'skipped_index' is not an ascending list of positions below %lld", mf,
+        (long long)ds->source_count);
+  free(skip);
+}
+
+struct dataset *dataset_open(const char *shard_dir) {
+  struct dataset *ds = xcalloc(1, sizeof *ds);
+  snprintf(ds->dir, sizeof ds->dir, "%s", shard_dir);
+  fs_join(ds->manifest, sizeof ds->manifest, shard_dir, SHARDS_MANIFEST);
+  const char *mf = ds->manifest;
+  ds->direct_io = 1;
+  if (!fs_is_dir(shard_dir))
+    BAD("shard_dir '%s' does not exist: run calculation='prepare' first", shard_dir);
+  if (!fs_exists(mf))
+    BAD("%s not found: shard_dir '%s' has no complete shard set (run calculation='prepare'; an "
+        "interrupted prepare leaves no manifest)", mf, shard_dir);
+  if (!is_regular(mf)) BAD("%s: not a regular file", mf);
+  h5util_lock();
+  hid_t f;
+  h5util_need(NULL, mf, h5util_file_open(mf, &f));
+  open_format(ds, f);
+  open_shards(ds, f);
+  open_labels_stats(ds, f);
+  open_skipped(ds, f);
   H5Fclose(f);
   h5util_unlock();
   return ds;

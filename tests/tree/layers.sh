@@ -3,7 +3,7 @@
 # cuda/ includes only headers of its own layer or of lower ones (core < input < data < model <
 # cpu, cuda < backend < train < analysis < the program in src/), and never the other backend's;
 # no include climbs a directory ("../"); no source folder holds more than 30 files; no C, CUDA or
-# shell source file is over 800 lines.
+# shell source file is over 800 lines; no C function of src/ is over 150 lines.
 . "$top_srcdir/tests/lib.sh"
 scratch tree_layers
 cd "$top_srcdir" || exit 99
@@ -57,5 +57,38 @@ for f in $(find src cuda bench tests examples -type f \( -name '*.c' -o -name '*
   nchecks=$((nchecks + 1))
   [ "$n" -le 800 ] || fail "$f has $n lines: split it by concept (at most 800)"
 done
-echo "$nfiles files of src/ and cuda/ checked"
+# Function lengths, by this tree's formatting: a function starts at a line that begins in column 0
+# with a name and '(' (its signature, which may go on over indented lines) and whose last line
+# opens the body with '{'; its body ends at the next line that is exactly '}'.  A '}' line outside
+# every function is reported too: the heuristic would have lost track there.
+funcs=$(find src -type f \( -name '*.c' -o -name '*.h' \) | sort | xargs awk '
+  function fname(s) {
+    sub(/[ \t]*\/\*.*/, "", s)
+    while (match(s, /^[A-Z_]+(\([^)]*\))?[ \t]+/)) s = substr(s, RLENGTH + 1) # SCD_PRINTF(2, 3) static ...
+    if (match(s, /[A-Za-z_0-9]+\([A-Za-z_0-9]+\)\(/)) return substr(s, RSTART, RLENGTH - 1) # KN(name)(...)
+    sub(/\(.*/, "", s)
+    sub(/.*[ \t*]/, "", s)
+    return s
+  }
+  FNR == 1 { st = 0 }
+  st == 1 && /^}$/ { print FILENAME, name, FNR - start + 1; st = 0; next }
+  st == 1 { next }
+  /^}$/ { print FILENAME, "?", "stray" FNR }
+  st == 2 && /^[ \t]/ && /\{[ \t]*$/ { st = 1; next }
+  st == 2 && (/^[^ \t]/ || /;[ \t]*$/) { st = 0 }
+  st == 0 && /^[A-Za-z_][^=;]*\(/ && !/;/ { start = FNR; name = fname($0); st = /\{[ \t]*$/ ? 1 : 2 }')
+nfuncs=0
+while read -r f fn len; do
+  [ -n "$f" ] || continue
+  nfuncs=$((nfuncs + 1))
+  case $len in
+    stray*) fail "$f line ${len#stray}: a '}' line outside any function found (fix the heuristic above)" ;;
+    *) [ "$len" -le 150 ] || fail "$f: function $fn is $len lines long: split it into named steps (at most 150)" ;;
+  esac
+done <<EOF_FUNCS
+$funcs
+EOF_FUNCS
+nchecks=$((nchecks + nfuncs))
+[ "$nfuncs" -gt 500 ] || fail "only $nfuncs functions found in src/: the function-length heuristic lost track"
+echo "$nfiles files of src/ and cuda/ checked, $nfuncs functions of src/"
 finish
