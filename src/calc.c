@@ -1,5 +1,6 @@
-/* calc.c - dispatch of `calculation` to the module that implements it.  A calculation whose
- * module is not part of this build is refused with a message; nothing is faked. */
+/* calc.c - dispatch of `calculation` to the module that implements it, inside the signal handlers
+ * and the watchdog that every calculation runs under.  Every module is part of every build; the
+ * deck parser already refused a calculation outside the table, so the last line is a guard. */
 #include "build_config.h"
 
 #include <string.h>

@@ -10,7 +10,7 @@
  * backbone (position embedding interpolated).  The last block's attention of the CLS query to
  * every patch gives one map per head.
  *
- * run_dir/attention.h5 (format "scdino-attention", version 1):
+ * run_dir/attention.h5 (format "scdino-attention", version ATTENTION_VERSION below):
  *   class_names [C], channel_names [nsel], labels int32 [n], index int64 [n], paths [n]
  *   size_<S>/maps           float32 [n, heads, gh, gw]  CLS -> patch attention, renormalised to sum
  *                                                      to 1 over the patches of each head
