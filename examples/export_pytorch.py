@@ -11,17 +11,30 @@ The .pth holds what upstream's main_dino.py saves:
      'dino_loss': {'center': [1, out_dim]}}
 so upstream's restart_from_checkpoint, eval_knn.py and visualize_attention.py read it
 (checkpoint_key 'teacher' or 'student'; the 'module.' prefix is what they strip).
-Needs h5py and torch.  --no-optimizer leaves the optimizer state out (a much smaller file).
+Needs h5py, numpy and torch, and tool_errors.py beside it.  --no-optimizer leaves the optimizer
+state out (a much smaller file).
+
+Exit status (one line on stderr, 'export_pytorch.py: FILE: reason'): 0 success; 1 runtime failure
+(a missing module, the output cannot be written); 2 bad arguments (an output that is the input);
+3 bad input (missing, not a regular file, not HDF5, not an scdino checkpoint, damaged, lacking a
+group or dataset).  The .pth is written under a temporary name and renamed: it is complete or
+absent, and never replaces the input.
 """
 import argparse
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_errors import ArgumentParser, atomic_output, bad_data, distinct_output, need_file  # noqa: E402
+from tool_errors import reading, run, writing  # noqa: E402
+
+TOOL = "export_pytorch.py"
 try:
     import h5py
     import numpy as np
     import torch
 except ImportError as e:  # pragma: no cover - depends on the installation
-    sys.exit(f"export_pytorch.py: needs h5py, numpy and torch ({e})")
+    sys.exit(f"{TOOL}: needs h5py, numpy and torch ({e})")
 
 FORMAT = "scdino-checkpoint"
 VERSIONS = (1, 2)  # 2: checksummed files (fixed-length strings, Fletcher-32); same content
@@ -56,15 +69,19 @@ def read_group(g):
     return {name: torch.from_numpy(np.array(g[name][()], dtype=np.float32)) for name in g}
 
 
-def export(src, dst, with_optimizer=True):
-    with h5py.File(src, "r") as f:
+def read(src, with_optimizer=True):
+    """The .pth dictionary of the scdino checkpoint src."""
+    need_file(src)
+    with reading(src, "it as an HDF5 file"):
+        f = h5py.File(src, "r")
+    with f, reading(src, "the checkpoint"):
         if attr(f, "format") != FORMAT:
-            sys.exit(f"export_pytorch.py: {src}: not an scdino checkpoint (format {attr(f, 'format')!r})")
+            raise bad_data(src, f"not an scdino checkpoint (format {attr(f, 'format')!r})")
         if attr(f, "version") not in VERSIONS:
-            sys.exit(f"export_pytorch.py: {src}: version {attr(f, 'version')} is not one of {VERSIONS}")
+            raise bad_data(src, f"version {attr(f, 'version')!r} is not one of {VERSIONS}")
         for g in ("student", "teacher"):
-            if g not in f:
-                sys.exit(f"export_pytorch.py: {src}: no /{g} group")
+            if not isinstance(f.get(g), h5py.Group):
+                raise bad_data(src, f"no /{g} group")
         student = read_group(f["student"])
         teacher = read_group(f["teacher"])
         names = sorted(student, key=param_order)
@@ -78,7 +95,8 @@ def export(src, dst, with_optimizer=True):
         hp = {k: attr(f, k) for k in ("arch", "patch_size", "in_chans", "embed_dim", "depth", "num_heads",
                                       "mlp_hidden", "out_dim", "head_hidden_dim", "head_bottleneck_dim",
                                       "head_nlayers", "norm_last_layer", "drop_path_rate", "seed",
-                                      "batch_size_per_rank", "world_size", "epochs") if k in f.attrs}
+                                      "batch_size_per_rank", "world_size", "epochs", "local_crops_number",
+                                      "global_size", "local_size") if k in f.attrs}
         if "norm_last_layer" in hp:
             hp["norm_last_layer"] = bool(hp["norm_last_layer"])
         gelu = attr(f, "gelu_approximate", "none")
@@ -119,20 +137,27 @@ def export(src, dst, with_optimizer=True):
                   {"lr": 1e-3, "betas": betas, "eps": eps, "weight_decay": 0.0, "amsgrad": False,
                    "maximize": False, "foreach": None, "capturable": False, "params": params[1]}]
             out["optimizer"] = {"state": state, "param_groups": pg}
-    torch.save(out, dst)
     return out
 
 
+def save(out, dst):
+    with atomic_output(dst) as tmp:
+        torch.save(out, tmp)
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="scdino checkpoint (.h5)")
     p.add_argument("output", help="PyTorch file to write (.pth)")
     p.add_argument("--no-optimizer", action="store_true", help="leave the AdamW state out")
     a = p.parse_args()
-    out = export(a.checkpoint, a.output, not a.no_optimizer)
+    distinct_output(a.output, [a.checkpoint])
+    out = read(a.checkpoint, not a.no_optimizer)
+    with writing(a.output):
+        save(out, a.output)
     print(f"{a.output}: student and teacher ({len(out['student'])} tensors each), epoch {out['epoch']}"
           + (", optimizer" if "optimizer" in out else "") + (", dino_loss.center" if "dino_loss" in out else ""))
 
 
 if __name__ == "__main__":
-    main()
+    run(TOOL, main)

@@ -16,36 +16,67 @@
                   CLS-to-patch map (RUN_DIR/attention.h5, the larger image size)
 
 Needs h5py, numpy and matplotlib (Debian: apt-get install python3-h5py python3-matplotlib
-python3-sklearn; run it with /usr/bin/python3 there).  Plots whose input file is missing are left
-out with a note; the exit status is 1 only when nothing could be drawn.  Files are written under a
-temporary name and renamed, so a plot is either complete or absent.
+python3-sklearn; run it with /usr/bin/python3 there), and tool_errors.py beside it.  Plots whose
+input file is missing are left out with a note (on stdout), and so is the embedding when neither
+umap-learn nor scikit-learn is installed.  Files are written under a temporary name and renamed,
+so a plot is either complete or absent; an input is never overwritten.
+
+Exit status (one line on stderr, 'plot_run.py: FILE: reason'): 0 something was drawn; 1 nothing
+could be drawn (no input file at all), a module is missing, or a picture cannot be written; 2 bad
+arguments (an output that is an input); 3 a bad input (RUN_DIR not a directory, --features
+missing, a file that is damaged, of another format or lacking a dataset).  The plots drawn before
+a bad file was met are kept.
 """
-import argparse
 import colorsys
+import importlib.util
 import json
 import os
 import re
 import sys
 
-import h5py
-import numpy as np
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_errors import EXIT_ARGS, EXIT_FAILURE, ArgumentParser, ToolError, bad_data, distinct_output  # noqa: E402
+from tool_errors import atomic_output, need_file, reading, run, writing  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+TOOL = "plot_run.py"
+try:
+    import h5py
+    import numpy as np
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError as e:  # pragma: no cover - depends on the installation
+    sys.exit(f"{TOOL}: needs h5py, numpy and matplotlib ({e})")
+PLOTS = ("loss.png", "embedding.png", "knn.png", "attention.png")
 
 
 def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def dataset(f, path, name, ndim=None):
+    """The dataset `name` of the open file f (read from path): it must exist and, given ndim, have
+    that many dimensions."""
+    d = f.get(name)
+    if not isinstance(d, h5py.Dataset):
+        raise bad_data(path, "no dataset /%s (not the file this plot reads, or damaged)" % name)
+    if ndim is not None and d.ndim != ndim:
+        raise bad_data(path, "dataset /%s has %d dimension(s), not %d" % (name, d.ndim, ndim))
+    return d[()]
+
+
 def save(fig, out_dir, name):
-    os.makedirs(out_dir, exist_ok=True)
+    """fig as out_dir/name.  Called inside reading(): a picture that the input's numbers make
+    impossible (say, too large) fails naming the input, a failed write fails naming the picture."""
     path = os.path.join(out_dir, name)
-    tmp = path + ".tmp.%d.png" % os.getpid()
-    fig.savefig(tmp, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with writing(path):
+            os.makedirs(out_dir, exist_ok=True)
+            with atomic_output(path) as tmp:
+                fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     print("wrote", path)
 
 
@@ -74,19 +105,32 @@ def plot_loss(run_dir, out_dir):
     if not os.path.exists(path):
         print("note: no", path, "- loss plot left out")
         return False
+    need_file(path)
     rows = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    rows = [r for r in rows if "epoch" in r]
-    if not rows:
-        print("note:", path, "holds no epochs - loss plot left out")
-        return False
-    ep = np.array([r["epoch"] for r in rows])
-    val = lambda key: np.array([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
-    loss, lr, wd = val("train_loss"), val("train_lr"), val("train_wd")
+    with reading(path, "the training log"):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if line:
+                    try:
+                        r = json.loads(line)
+                    except ValueError as e:
+                        raise bad_data(path, "line %d is not JSON (%s)" % (n, e)) from None
+                    if not isinstance(r, dict):
+                        raise bad_data(path, "line %d is not a JSON object" % n)
+                    rows.append(r)
+        rows = [r for r in rows if "epoch" in r]
+        if not rows:
+            print("note:", path, "holds no epochs - loss plot left out")
+            return False
+        ep = np.array([r["epoch"] for r in rows], dtype=float)
+        val = lambda key: np.array([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
+        loss, lr, wd = val("train_loss"), val("train_lr"), val("train_wd")
+        save(draw_loss(run_dir, ep, loss, lr, wd), out_dir, "loss.png")
+    return True
+
+
+def draw_loss(run_dir, ep, loss, lr, wd):
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     a.plot(ep, loss, "o-", color="C0", ms=4)
     a.set_xlabel("epoch")
@@ -106,30 +150,40 @@ def plot_loss(run_dir, out_dir):
         for ax in (a, b):
             ax.set_xticks(ep)
     fig.suptitle(os.path.abspath(run_dir), fontsize=8, y=1.02)
-    save(fig, out_dir, "loss.png")
-    return True
+    return fig
 
 
 # ---- 2-D embedding ------------------------------------------------------------------------------
 def newest_features(run_dir):
     best, best_e = None, -1
-    for name in os.listdir(run_dir):
+    try:
+        names = os.listdir(run_dir)
+    except OSError as e:
+        raise bad_data(run_dir, "cannot list it: %s" % (e.strerror or e)) from None
+    for name in names:
         m = re.fullmatch(r"features_(\d+)\.h5", name)
         if m and int(m.group(1)) > best_e:
             best, best_e = os.path.join(run_dir, name), int(m.group(1))
     return best
 
 
-def embed(x, method, seed=42):
+def embedder(method):
+    """The module that draws the embedding ('umap' or 'tsne'), None when none is installed."""
     if method in ("auto", "umap"):
-        try:
-            import umap  # umap-learn
+        if importlib.util.find_spec("umap"):  # umap-learn
+            return "umap"
+        if method == "umap":
+            raise ToolError(EXIT_FAILURE, None,
+                            "umap-learn is not installed (pip install umap-learn), or use --embedding tsne")
+    return "tsne" if importlib.util.find_spec("sklearn") else None
 
-            n_neighbors = min(15, len(x) - 1)
-            return umap.UMAP(n_neighbors=n_neighbors, min_dist=0.1, random_state=seed).fit_transform(x), "UMAP"
-        except ImportError:
-            if method == "umap":
-                raise SystemExit("umap-learn is not installed (pip install umap-learn), or use --embedding tsne")
+
+def embed(x, how, seed=42):
+    if how == "umap":
+        import umap
+
+        n_neighbors = min(15, len(x) - 1)
+        return umap.UMAP(n_neighbors=n_neighbors, min_dist=0.1, random_state=seed).fit_transform(x), "UMAP"
     from sklearn.manifold import TSNE
 
     perplexity = max(2.0, min(30.0, (len(x) - 1) / 3.0))
@@ -139,21 +193,36 @@ def embed(x, method, seed=42):
 
 def plot_embedding(run_dir, out_dir, features, method, max_points):
     path = features or newest_features(run_dir)
-    if not path or not os.path.exists(path):
+    if not path:
         print("note: no features file in", run_dir, "- embedding left out")
         return False
-    with h5py.File(path, "r") as f:
-        x = f["features"][:].astype(np.float64)
-        labels = f["labels"][:]
-        names = [text(c) for c in f["class_names"][:]]
-        key, epoch = text(f.attrs.get("checkpoint_key", "")), int(f.attrs.get("epoch", -1))
-    if len(x) < 5:
-        print("note:", path, "has only", len(x), "rows - embedding left out")
+    need_file(path)
+    how = embedder(method)
+    if how is None:
+        print("note: neither umap-learn nor scikit-learn is installed - embedding left out")
         return False
-    if max_points and len(x) > max_points:
-        keep = np.sort(np.random.default_rng(0).choice(len(x), max_points, replace=False))
-        x, labels = x[keep], labels[keep]
-    xy, how = embed(x, method)
+    with reading(path, "the features"):
+        with h5py.File(path, "r") as f:
+            x = dataset(f, path, "features", 2).astype(np.float64)
+            labels = dataset(f, path, "labels", 1).astype(np.int64)
+            names = [text(c) for c in dataset(f, path, "class_names", 1)]
+            key, epoch = text(f.attrs.get("checkpoint_key", "")), int(f.attrs.get("epoch", -1))
+        if len(labels) != len(x) or (len(x) and (labels.min() < 0 or labels.max() >= len(names))):
+            raise bad_data(path, "%d labels for %d rows, or a label outside the %d classes"
+                           % (len(labels), len(x), len(names)))
+        if not np.isfinite(x).all():
+            raise bad_data(path, "the features hold a non-finite value")
+        if len(x) < 5:
+            print("note:", path, "has only", len(x), "rows - embedding left out")
+            return False
+        if max_points and len(x) > max_points:
+            keep = np.sort(np.random.default_rng(0).choice(len(x), max_points, replace=False))
+            x, labels = x[keep], labels[keep]
+        save(draw_embedding(path, x, labels, names, key, epoch, *embed(x, how)), out_dir, "embedding.png")
+    return True
+
+
+def draw_embedding(path, x, labels, names, key, epoch, xy, how):
     colours = class_colours(len(names))
     fig, ax = plt.subplots(figsize=(7, 6))
     for c, name in enumerate(names):
@@ -166,8 +235,7 @@ def plot_embedding(run_dir, out_dir, features, method, max_points):
     ax.set_title("%s of %d CLS features (%s, epoch %d)\n%s" % (how, len(x), key, epoch, os.path.basename(path)),
                  fontsize=10)
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, markerscale=1.5)
-    save(fig, out_dir, "embedding.png")
-    return True
+    return fig
 
 
 # ---- kNN ----------------------------------------------------------------------------------------
@@ -176,15 +244,28 @@ def plot_knn(run_dir, out_dir):
     if not os.path.exists(path):
         print("note: no", path, "- kNN plot left out")
         return False
-    with h5py.File(path, "r") as f:
-        ks = f["k"][:]
-        names = [text(c) for c in f["class_names"][:]]
-        table_k = int(f.attrs.get("table_k", ks[0]))
-        j = int(np.argmax(ks == table_k)) if (ks == table_k).any() else 0
-        cm = f["trained/confusion"][j].astype(float)
-        sets = [(g, ("trained: " if g == "trained" else "") + text(f[g].attrs.get("label", g)), f[g + "/top1"][:])
-                for g in ("trained", "raw_pixels", "random_init") if g in f]
-        n_test = int(f.attrs.get("n_test", cm.sum()))
+    need_file(path)
+    with reading(path, "the kNN report"):
+        with h5py.File(path, "r") as f:
+            ks = dataset(f, path, "k", 1)
+            names = [text(c) for c in dataset(f, path, "class_names", 1)]
+            if not len(ks) or not len(names):
+                raise bad_data(path, "no k or no class")
+            table_k = int(f.attrs.get("table_k", ks[0]))
+            j = int(np.argmax(ks == table_k)) if (ks == table_k).any() else 0
+            confusion = dataset(f, path, "trained/confusion", 3)
+            if confusion.shape != (len(ks), len(names), len(names)):
+                raise bad_data(path, "/trained/confusion has shape %s, not [%d, %d, %d]" % (
+                    list(confusion.shape), len(ks), len(names), len(names)))
+            cm = confusion[j].astype(float)
+            sets = [(g, ("trained: " if g == "trained" else "") + text(f[g].attrs.get("label", g)),
+                     dataset(f, path, g + "/top1", 1)) for g in ("trained", "raw_pixels", "random_init") if g in f]
+            n_test = int(f.attrs.get("n_test", cm.sum()))
+        save(draw_knn(ks, names, table_k, cm, sets, n_test), out_dir, "knn.png")
+    return True
+
+
+def draw_knn(ks, names, table_k, cm, sets, n_test):
     C = len(names)
     fig, (a, b) = plt.subplots(1, 2, figsize=(6 + 0.45 * C + 4.5, 1.6 + 0.45 * C), gridspec_kw={"width_ratios": [1.25, 1]})
     rows = cm.sum(axis=1, keepdims=True)
@@ -215,8 +296,7 @@ def plot_knn(run_dir, out_dir):
     b.legend(fontsize=8)
     b.set_title("weighted kNN, Top-1 per k", fontsize=10)
     fig.tight_layout()
-    save(fig, out_dir, "knn.png")
-    return True
+    return fig
 
 
 # ---- attention ----------------------------------------------------------------------------------
@@ -225,14 +305,26 @@ def plot_attention(run_dir, out_dir, max_images):
     if not os.path.exists(path):
         print("note: no", path, "- attention plot left out")
         return False
-    with h5py.File(path, "r") as f:
-        sizes = [int(s) for s in f.attrs["sizes"]]
-        g = f["size_%d" % max(sizes)]
-        maps, imgs = g["maps"][:], g["images"][:]
-        p = int(f.attrs["patch_size"])
-        labels = f["labels"][:]
-        names = [text(c) for c in f["class_names"][:]]
-        paths = [text(s) for s in f["paths"][:]]
+    need_file(path)
+    with reading(path, "the attention maps"):
+        with h5py.File(path, "r") as f:
+            sizes = [int(s) for s in np.atleast_1d(f.attrs["sizes"])]
+            g = "size_%d/" % max(sizes)
+            maps, imgs = dataset(f, path, g + "maps", 4), dataset(f, path, g + "images", 4)
+            p = int(f.attrs["patch_size"])
+            labels = dataset(f, path, "labels", 1).astype(np.int64)
+            names = [text(c) for c in dataset(f, path, "class_names", 1)]
+            paths = [text(s) for s in dataset(f, path, "paths", 1)]
+        n = len(labels)
+        if len(maps) != n or len(imgs) != n or len(paths) != n or \
+                (n and (labels.min() < 0 or labels.max() >= len(names))):
+            raise bad_data(path, "the maps, images, labels and paths disagree in number, or a label is outside "
+                                 "the %d classes" % len(names))
+        save(draw_attention(maps, imgs, p, labels, names, paths, sizes, max_images), out_dir, "attention.png")
+    return True
+
+
+def draw_attention(maps, imgs, p, labels, names, paths, sizes, max_images):
     heads = maps.shape[1]
     # Every class before any class's second image: the first image of each class, then the second...
     rank = np.zeros(len(labels), dtype=int)
@@ -263,12 +355,11 @@ def plot_attention(run_dir, out_dir, max_images):
         axes[r, 0].set_ylabel("%s\n%s" % (names[labels[i]], os.path.basename(paths[i])), fontsize=7)
     fig.suptitle("last-block CLS attention over the patches (image side %d, patch %d)" % (max(sizes), p), fontsize=10)
     fig.tight_layout()
-    save(fig, out_dir, "attention.png")
-    return True
+    return fig
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(prog=TOOL, description=__doc__.split("\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--features", help="features file (default: the newest RUN_DIR/features_EEEE.h5)")
     ap.add_argument("--embedding", choices=("auto", "umap", "tsne"), default="auto")
@@ -277,13 +368,24 @@ def main():
                     help="images in attention.png, every class's first image before any class's second")
     ap.add_argument("--out", help="output folder (default RUN_DIR/plots)")
     a = ap.parse_args()
+    if a.max_points < 0 or a.attention_images < 1:
+        raise ToolError(EXIT_ARGS, None, "--max-points must be 0 or more and --attention-images 1 or more")
     if not os.path.isdir(a.run_dir):
-        raise SystemExit("plot_run.py: %s is not a directory" % a.run_dir)
+        raise bad_data(a.run_dir, "not a run directory" if os.path.exists(a.run_dir) else "no such directory")
+    if a.features:
+        need_file(a.features)
     out = a.out or os.path.join(a.run_dir, "plots")
+    inputs = [os.path.join(a.run_dir, n) for n in ("log.txt", "knn.h5", "attention.h5")] + \
+        [a.features or newest_features(a.run_dir)]
+    for name in PLOTS:
+        distinct_output(os.path.join(out, name), inputs)
     done = [plot_loss(a.run_dir, out), plot_embedding(a.run_dir, out, a.features, a.embedding, a.max_points),
             plot_knn(a.run_dir, out), plot_attention(a.run_dir, out, a.attention_images)]
-    return 0 if any(done) else 1
+    if not any(done):
+        raise ToolError(EXIT_FAILURE, a.run_dir,
+                        "nothing to draw (no log.txt epochs, features, knn.h5 or attention.h5)")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(TOOL, main)

@@ -10,47 +10,72 @@ RUN_DIR/plots/study.png.
               a second panel has Top-1 against k for every set
 
 Needs h5py, numpy and matplotlib (Debian: apt-get install python3-h5py python3-matplotlib; run it
-with /usr/bin/python3 there).  The file is written under a temporary name and renamed, so it is
-either complete or absent.  The numbers are the study's own: RUN_DIR/study.txt holds the same table.
+with /usr/bin/python3 there), and plot_run.py and tool_errors.py beside it.  The file is written
+under a temporary name and renamed, so it is either complete or absent.  The numbers are the
+study's own: RUN_DIR/study.txt holds the same table.
+
+Exit status (one line on stderr, 'plot_study.py: FILE: reason'): 0 success; 1 runtime failure (a
+missing module, the picture cannot be written); 2 bad arguments (--k not one of the study's k,
+an output that is the input); 3 a bad study.h5 (missing, not a regular file, damaged, of another
+format or lacking a dataset).
 """
-import argparse
 import os
 import sys
 
-import h5py
-import numpy as np
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-# The string and atomic-save helpers of plot_run.py, which sits beside this script.
+# The errors, dataset, string and atomic-save helpers of tool_errors.py and plot_run.py, beside this script.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_run import log_k_axis, save, text  # noqa: E402
+from tool_errors import EXIT_ARGS, ArgumentParser, ToolError, bad_data, distinct_output, need_file  # noqa: E402
+from tool_errors import reading, run  # noqa: E402
+
+TOOL = "plot_study.py"
+try:
+    import h5py
+    import numpy as np
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError as e:  # pragma: no cover - depends on the installation
+    sys.exit(f"{TOOL}: needs h5py, numpy and matplotlib ({e})")
+from plot_run import dataset, log_k_axis, save, text  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(prog=TOOL, description=__doc__.split("\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--k", type=int, default=0, help="k of the bar chart (one of the study's k)")
     ap.add_argument("--out", default=None, help="folder of the picture (default RUN_DIR/plots)")
     a = ap.parse_args()
     path = os.path.join(a.run_dir, "study.h5")
-    if not os.path.exists(path):
-        sys.exit("plot_study.py: %s does not exist (run calculation = 'study' to the end first)" % path)
-    with h5py.File(path, "r") as f:
-        names = [text(s) for s in f["name"][:]]
-        ks = [int(k) for k in f["k"][:]]
-        sets = [g for g in ("trained", "raw_pixels", "random_init") if g in f]
-        top1 = {g: np.asarray(f[g + "/top1"][:], dtype=float) for g in sets}
-        label = {g: text(f[g].attrs.get("label", g)) for g in sets}
-    if a.k:
-        if a.k not in ks:
-            sys.exit("plot_study.py: k = %d is not one of the study's k (%s)" % (a.k, ", ".join(map(str, ks))))
-        ki = ks.index(a.k)
-    else:
-        ki = int(np.unravel_index(np.argmax(top1["trained"]), top1["trained"].shape)[1])
+    if not os.path.lexists(path):
+        raise bad_data(path, "no such file (run calculation = 'study' to the end first)")
+    need_file(path)
+    out = a.out or os.path.join(a.run_dir, "plots")
+    distinct_output(os.path.join(out, "study.png"), [path])
+    with reading(path, "the study report"):
+        with h5py.File(path, "r") as f:
+            names = [text(s) for s in dataset(f, path, "name", 1)]
+            ks = [int(k) for k in dataset(f, path, "k", 1)]
+            sets = [g for g in ("trained", "raw_pixels", "random_init") if g in f]
+            if "trained" not in sets:
+                raise bad_data(path, "no /trained group (not a study report, or damaged)")
+            top1 = {g: np.asarray(dataset(f, path, g + "/top1", 2), dtype=float) for g in sets}
+            label = {g: text(f[g].attrs.get("label", g)) for g in sets}
+        for g in sets:
+            if top1[g].shape != (len(names), len(ks)) or not len(ks):
+                raise bad_data(path, "/%s/top1 has shape %s, not [%d sets, %d k]" % (g, list(top1[g].shape),
+                                                                                  len(names), len(ks)))
+        if a.k:
+            if a.k not in ks:
+                raise ToolError(EXIT_ARGS, None, "k = %d is not one of the study's k (%s)" % (
+                    a.k, ", ".join(map(str, ks))))
+            ki = ks.index(a.k)
+        else:
+            ki = int(np.unravel_index(np.argmax(top1["trained"]), top1["trained"].shape)[1])
+        save(draw(names, ks, top1, label, ki), out, "study.png")
+
+
+def draw(names, ks, top1, label, ki):
     x = np.arange(len(names))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(max(7.0, 1.2 * len(names) + 5.0), 4.2),
                                   gridspec_kw={"width_ratios": [max(2, len(names)), 3]})
@@ -76,8 +101,8 @@ def main():
     ax2.legend(fontsize=8)
     ax2.set_title("Top-1 against k")
     fig.tight_layout()
-    save(fig, a.out or os.path.join(a.run_dir, "plots"), "study.png")
+    return fig
 
 
 if __name__ == "__main__":
-    main()
+    run(TOOL, main)

@@ -2,7 +2,11 @@
 # tests/cli/export_import.sh - examples/export_pytorch.py and import_pytorch.py: checkpoint.h5 -> .pth in
 # upstream's layout (student keys with 'module.', teacher without, AdamW state that PyTorch's own
 # AdamW loads, dino_loss.center, epoch, args) -> .h5 again gives the same tensors bit for bit and
-# hyperparameters, and scdino starts from the imported file (init_from).  Skipped without torch/h5py.
+# every hyperparameter (num_heads from args.num_heads: the custom model's 2; the precedence
+# --num-heads > args.num_heads > args.arch > embed_dim / 64; gelu_approximate), in a version 2 file
+# stored as scdino stores its own (fixed-length strings, Fletcher-32 chunks, no dense storage);
+# scdino's features of the imported file equal those of the original, and scdino starts from it
+# (init_from).  Skipped without torch/h5py.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 [ "$PYTHON3" = none ] && skip "no python3 with h5py"
@@ -54,21 +58,82 @@ EOF
 expect_exit 0 "$PYTHON3" check.py
 expect_grep "pth layout ok"
 
+# heads cannot be read from shapes: the import takes args.num_heads (2), and the model is the same
 expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" base.pth back.h5
-expect_grep "back.h5: 38 tensors per network, custom p4 D=16 depth 2 heads 1, 3 channels, out_dim 64, epoch 1"
-# heads cannot be read from shapes: with --num-heads the import matches the model exactly
-expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" --num-heads 2 base.pth back.h5
-expect_grep "heads 2"
+expect_grep "back.h5: 38 tensors per network, custom p4 D=16 depth 2 heads 2, 3 channels, out_dim 64, epoch 1"
 nchecks=$((nchecks + 1))
 "$top_builddir/tests/fixtures/ckpt_compare" -e base/checkpoint.h5 back.h5 /student /teacher /dino_loss >cmp.out 2>&1 ||
   { fail "export + import changed the tensors"; sed 's/^/    | /' cmp.out >&2; }
-for a in patch_size in_chans embed_dim depth num_heads mlp_hidden pos_grid out_dim head_hidden_dim \
-         head_bottleneck_dim head_nlayers norm_last_layer channels epoch; do
+for a in version patch_size in_chans embed_dim depth num_heads mlp_hidden pos_grid out_dim head_hidden_dim \
+         head_bottleneck_dim head_nlayers norm_last_layer channels epoch drop_path_rate gelu_approximate \
+         seed epochs world_size batch_size_per_rank local_crops_number global_size local_size; do
   nchecks=$((nchecks + 1))
   x=$(h5dump -a "/$a" base/checkpoint.h5 | grep '(0)')
   y=$(h5dump -a "/$a" back.h5 | grep '(0)')
   [ -n "$x" ] && [ "$x" = "$y" ] || fail "attribute $a: $x vs $y"
 done
+
+# Version 2, stored as scdino stores its own: the tensors' types, chunks and filters (Fletcher-32)
+# are those of scdino's checkpoint, no string is variable-length (global heap), and no link or
+# attribute is in dense storage (fractal heap, B-tree).
+nchecks=$((nchecks + 1))
+h5dump -p -H -g /student base/checkpoint.h5 | sed 1d >props.base
+h5dump -p -H -g /student back.h5 | sed 1d >props.back
+grep -q 'CHECKSUM FLETCHER32' props.back && cmp -s props.base props.back ||
+  { fail "the imported tensors are not stored as scdino stores them"; diff props.base props.back | head -20 >&2; }
+nchecks=$((nchecks + 1))
+! h5dump -p -H back.h5 | grep -q H5T_VARIABLE || fail "back.h5 has variable-length strings"
+nchecks=$((nchecks + 1))
+dense=$(h5stat back.h5 | sed -n '/^	Groups:$/,/^	Chunked datasets:$/p' | grep -E 'B-tree/List|Heap' | grep -v ': 0$')
+[ -z "$dense" ] || fail "back.h5 has links or attributes in dense storage: $dense"
+
+# scdino computes the same features from the imported file as from the original.
+for c in base/checkpoint.h5 back.h5; do
+  r=feat_$(basename "$c" .h5)
+  printf "&control calculation = 'features', run_dir = '%s' /\n&data shard_dir = 'shards' /\n&features checkpoint = '%s', resize = 16 /\n" \
+    "$r" "$c" >"$r.nml"
+  expect_exit 0 "$SCDINO" "$r.nml"
+done
+nchecks=$((nchecks + 1))
+h5diff feat_checkpoint/features_0000.h5 feat_back/features_0000.h5 /features /features >/dev/null ||
+  fail "features of back.h5 differ from those of base/checkpoint.h5"
+
+# The precedence of num_heads: --num-heads, args.num_heads, args.arch, embed_dim / 64; GELU from args.
+cat >variants.py <<'EOF'
+import pickle, torch
+ck = torch.load("base.pth", map_location="cpu", pickle_module=pickle)
+a = ck["args"]
+a.gelu_approximate = "tanh"
+torch.save(ck, "tanh.pth")
+a.gelu_approximate = "relu"
+torch.save(ck, "relu.pth")
+del a.gelu_approximate, a.num_heads
+torch.save(ck, "noheads.pth")
+a.arch = "vit_small"
+torch.save(ck, "small.pth")
+EOF
+expect_exit 0 "$PYTHON3" variants.py
+expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" --num-heads 4 base.pth h4.h5
+expect_grep "heads 4,"
+expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" noheads.pth h1.h5
+expect_grep "heads 1,"
+expect_exit 3 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" small.pth h6.h5
+expect_grep "^import_pytorch.py: small.pth: num_heads 6 does not divide embed_dim 16; give --num-heads$"
+expect_exit 2 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" --num-heads 3 base.pth h3.h5
+expect_grep "^import_pytorch.py: base.pth: num_heads 3 does not divide embed_dim 16$"
+expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" tanh.pth tanh.h5
+expect_exit 3 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" relu.pth relu.h5
+expect_grep "^import_pytorch.py: relu.pth: args.gelu_approximate is 'relu', not 'none' or 'tanh'$"
+attr_is() { # attr_is FILE NAME VALUE (as h5dump prints it)
+  nchecks=$((nchecks + 1))
+  h5dump -a "/$2" "$1" | grep -q "(0): $3\$" || fail "$1: attribute $2 is not $3"
+}
+attr_is h4.h5 num_heads 4
+attr_is h1.h5 num_heads 1
+attr_is tanh.h5 gelu_approximate '"tanh"'
+attr_is h1.h5 gelu_approximate '"none"'
+nchecks=$((nchecks + 1))
+ls h3.h5 h6.h5 relu.h5 ./*.tmp 2>/dev/null && fail "a refused import left a file"
 
 # scdino starts from the imported weights.
 train_deck ft epochs=1 warmup_epochs=0 batch_size_per_rank=4 init_from="'back.h5'" max_steps=2 >ft.nml

@@ -14,7 +14,8 @@ train_data shards
 train_deck base epochs=1 warmup_epochs=0 batch_size_per_rank=4 >base.nml
 expect_exit 0 "$SCDINO" base.nml
 expect_exit 0 "$PYTHON3" "$top_srcdir/examples/export_pytorch.py" base/checkpoint.h5 base.pth
-expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" --num-heads 2 base.pth pre3.h5
+expect_exit 0 "$PYTHON3" "$top_srcdir/examples/import_pytorch.py" base.pth pre3.h5
+expect_grep "pre3.h5: 38 tensors per network, custom p4 D=16 depth 2 heads 2, 3 channels"
 "$top_builddir/tests/fixtures/train_mkdata" shards5 40 5 20 20 >/dev/null || exit 99
 
 # init_from with lr = 0 keeps the loaded weights: the checkpoint after one step holds the adaptation.

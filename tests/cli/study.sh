@@ -91,7 +91,7 @@ PY
     expect_exit 0 "$PYTHON3" "$top_srcdir/examples/plot_study.py" one
     nchecks=$((nchecks + 1))
     [ -s one/plots/study.png ] || fail "one/plots/study.png missing"
-    expect_exit 1 "$PYTHON3" "$top_srcdir/examples/plot_study.py" one --k 7
+    expect_exit 2 "$PYTHON3" "$top_srcdir/examples/plot_study.py" one --k 7
     expect_grep "k = 7 is not one of the study's k \(1, 3\)"
   fi
 fi
