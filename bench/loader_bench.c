@@ -178,7 +178,7 @@ static void make_shards(const struct opts *o) {
 static double run_loader(struct config *cfg, struct dataset *ds, const int64_t *idx, int64_t n,
                          enum loader_mode mode, long epochs, long max_images, double *flops, double *read_s,
                          double *wait_s, double *cpu_s) {
-  struct loader *l = loader_create_ranked(cfg, ds, idx, n, mode, 0, 1);
+  struct loader *l = loader_create_ranked(cfg, ds, idx, n, (int)cfg->training.batch_size_per_rank, mode, 0, 1);
   long images = 0;
   *flops = *read_s = 0;
   struct timespec c0, c1;

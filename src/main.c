@@ -33,6 +33,7 @@ static void usage(FILE *f) {
           "usage: scdino DECK.nml            run the calculation in the input deck (under mpirun or alone)\n"
           "       scdino --help-input        list every deck key with its type, default and meaning\n"
           "       scdino --help-input=markdown   the same as a Markdown page (doc/input.md)\n"
+          "       scdino --help-input=scdino-map   scDINO's settings and their deck keys (README.md)\n"
           "       scdino --version           print versions of scdino and the libraries it uses\n"
           "       scdino --help              this text\n"
           "\n"
@@ -86,6 +87,9 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(argv[i], "--help-input=markdown")) {
       config_help_markdown(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--help-input=scdino-map")) {
+      config_help_scdino_map(stdout);
       return 0;
     } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
       fprintf(stderr, "scdino: error: unknown option '%s'\n", argv[i]);

@@ -32,20 +32,22 @@ static int resolve_sets(const struct config *cfg, struct study_set *sets) {
   }
   dataset_close(ds);
   const int n = cfg->study.n_channel_sets;
+  static long ch[sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0]][CHANNEL_SET_MAX];
+  int count[sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0]];
   for (int i = 0; i < n; i++) {
     struct study_set *s = &sets[i];
     char why[1600];
     snprintf(s->text, sizeof s->text, "%s", cfg->study.channel_sets[i]);
-    s->nch = channel_set_parse(s->text, (const char(*)[CFG_WORDLEN])names, nnames, C, s->ch, why, sizeof why);
-    if (s->nch < 0)
+    count[i] = channel_sets_parse_one((const char(*)[CFG_WORDLEN])cfg->study.channel_sets, i,
+                                      (const char(*)[CFG_WORDLEN])names, nnames, C, ch, count, why, sizeof why);
+    if (count[i] == -3) scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = %s", i + 1, why);
+    if (count[i] < 0)
       scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = %s (shards in %s)", i + 1, why, cfg->data.shard_dir);
+    s->nch = count[i];
+    memcpy(s->ch, ch[i], sizeof s->ch);
     if (channel_set_dirname(s->ch, s->nch, (const char(*)[CFG_WORDLEN])names, nnames, s->name, sizeof s->name, why,
                             sizeof why) != 0)
       scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = '%s': %s", i + 1, s->text, why);
-    for (int j = 0; j < i; j++)
-      if (channel_set_same(s->ch, s->nch, sets[j].ch, sets[j].nch))
-        scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = '%s' selects the same channels as channel_sets(%d) = '%s'",
-                  i + 1, s->text, j + 1, sets[j].text);
   }
   return n;
 }

@@ -128,8 +128,8 @@ static void *worker_main(void *arg) {
 /* ---- life cycle ------------------------------------------------------------------------------------ */
 
 struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds,
-                                    const int64_t *train_idx, int64_t n_train, enum loader_mode mode,
-                                    int rank, int world) {
+                                    const int64_t *train_idx, int64_t n_train, int batch_size,
+                                    enum loader_mode mode, int rank, int world) {
   if (n_train < 1)
     scd_fatal(SCD_EXIT_DATA, "%s: the training split is empty (%lld images, train_fraction = %g)", dataset_dir(ds),
               (long long)dataset_count(ds), cfg->data.train_fraction);
@@ -144,7 +144,8 @@ struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds
                 dataset_dir(ds), SHARDS_MANIFEST, c, std[c]);
   augment_init(&l->aug, cfg, C, dataset_height(ds), dataset_width(ds), dt == DATASET_U16 ? IMGOPS_U16 : IMGOPS_F32,
                mean, std);
-  l->batch_size = (int)cfg->training.batch_size_per_rank;
+  SCD_ASSERT(batch_size >= 1);
+  l->batch_size = batch_size;
   l->sampler = sampler_create(train_idx, n_train, (uint64_t)cfg->control.seed, rank, world, l->batch_size);
   if (!strcmp(cfg->training.sampler, "balanced")) {
     int32_t *lab = xmalloc(MUL_SIZE(sizeof(int32_t), (size_t)n_train));
@@ -191,8 +192,8 @@ struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds
 }
 
 struct loader *loader_create(const struct config *cfg, struct dataset *ds, const int64_t *train_idx,
-                             int64_t n_train, enum loader_mode mode) {
-  struct loader *l = loader_create_ranked(cfg, ds, train_idx, n_train, mode, comm_rank(), comm_size());
+                             int64_t n_train, int batch_size, enum loader_mode mode) {
+  struct loader *l = loader_create_ranked(cfg, ds, train_idx, n_train, batch_size, mode, comm_rank(), comm_size());
   /* Each rank's own share, for a run where one rank is slow or stuck (&control verbosity = 3). */
   log_debug("loader: %lld of the %lld training images an epoch, in %lld batches of %d; %ld loader thread(s), "
             "%ld batch(es) ahead; crops made %s", (long long)sampler_num_samples(l->sampler), (long long)n_train,

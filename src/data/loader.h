@@ -47,13 +47,14 @@ struct loader_batch {
 struct loader;
 
 /* This rank's loader (rank and world size from comm.h).  train_idx (copied) are the global indices
- * of the training split; the seed is control%seed. */
+ * of the training split; batch_size: images per batch (the trainer's batch per rank); the seed is
+ * control%seed. */
 struct loader *loader_create(const struct config *cfg, struct dataset *ds, const int64_t *train_idx,
-                             int64_t n_train, enum loader_mode mode);
+                             int64_t n_train, int batch_size, enum loader_mode mode);
 /* Same for an explicit rank and world size (tests simulate ranks in one process). */
 struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds,
-                                    const int64_t *train_idx, int64_t n_train, enum loader_mode mode,
-                                    int rank, int world);
+                                    const int64_t *train_idx, int64_t n_train, int batch_size,
+                                    enum loader_mode mode, int rank, int world);
 void loader_destroy(struct loader *l); /* also mid-epoch: waits for batches in progress, frees all */
 
 int64_t loader_batches_per_epoch(const struct loader *l);

@@ -106,3 +106,16 @@ int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN
   }
   return 0;
 }
+
+/* ---- a study's list of sets: each parsed once, each compared with those before it ---- */
+
+int channel_sets_parse_one(const char (*texts)[CFG_WORDLEN], int i, const char (*names)[CFG_WORDLEN], int nnames,
+                           int nchannels, long (*sets)[CHANNEL_SET_MAX], const int *counts, char *why, size_t n) {
+  const int count = channel_set_parse(texts[i], names, nnames, nchannels, sets[i], why, n);
+  for (int j = 0; j < i && count > 0; j++)
+    if (counts[j] > 0 && channel_set_same(sets[i], count, sets[j], counts[j])) {
+      snprintf(why, n, "'%s' selects the same channels as channel_sets(%d) = '%s'", texts[i], j + 1, texts[j]);
+      return -3;
+    }
+  return count;
+}

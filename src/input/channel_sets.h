@@ -23,4 +23,12 @@ int channel_set_same(const long *a, int na, const long *b, int nb);
 int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN], int nnames, char *out, size_t n,
                         char *why, size_t whyn);
 
+/* Set i of a study's list texts[0..]: parsed as channel_set_parse does (into sets[i]), then, when
+ * it parsed, compared with the sets before it (sets[j] with counts[j] channels; a negative count
+ * is skipped).  Returns its channel count, -1 or -2 as channel_set_parse, or -3 when it selects
+ * the same channels as an earlier set (why: "'<set>' selects the same channels as
+ * channel_sets(<j>) = '<that set>'"). */
+int channel_sets_parse_one(const char (*texts)[CFG_WORDLEN], int i, const char (*names)[CFG_WORDLEN], int nnames,
+                           int nchannels, long (*sets)[CHANNEL_SET_MAX], const int *counts, char *why, size_t n);
+
 #endif

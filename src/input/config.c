@@ -499,23 +499,29 @@ void config_defaults(struct config *cfg) {
   deck_free(&d);
 }
 
-int config_parse_text(const char *path, const char *text, struct config *cfg, char *err, size_t errn) {
+/* Apply every entry of the parsed deck d over the defaults in cfg (st set up on d). */
+static void apply_deck(struct cfg_state *st, struct config *cfg) {
+  const struct deck *d = st->deck;
   config_defaults(cfg);
+  check_groups(st);
+  for (int i = 0; i < d->nentries; i++) {
+    const struct deck_entry *e = &d->entries[i];
+    const char *g = d->groups[e->group].name;
+    if (!group_known(g)) continue; /* reported once for the group */
+    const struct cfg_key *k = cfg_find(g, e->key);
+    if (k)
+      apply_entry(st, cfg, k, e);
+    else
+      unknown_key(st, e);
+  }
+}
+
+int config_parse_text(const char *path, const char *text, struct config *cfg, char *err, size_t errn) {
   struct deck d;
   deck_parse(&d, path, text);
   struct cfg_state st;
   state_init(&st, &d);
-  check_groups(&st);
-  for (int i = 0; i < d.nentries; i++) {
-    const struct deck_entry *e = &d.entries[i];
-    const char *g = d.groups[e->group].name;
-    if (!group_known(g)) continue; /* reported once for the group */
-    const struct cfg_key *k = cfg_find(g, e->key);
-    if (k)
-      apply_entry(&st, cfg, k, e);
-    else
-      unknown_key(&st, e);
-  }
+  apply_deck(&st, cfg);
   check_required(&st, cfg);
   static struct config defaults; /* what a named architecture's checks compare with */
   static int have_defaults;
@@ -528,6 +534,31 @@ int config_parse_text(const char *path, const char *text, struct config *cfg, ch
   state_free(&st);
   deck_free(&d);
   return n;
+}
+
+void config_parse_echo(const char *path, const char *text, struct config *cfg, unsigned char *had,
+                       char (*bad_text)[CFG_STRLEN]) {
+  struct deck d;
+  deck_parse(&d, path, text);
+  struct cfg_state st;
+  state_init(&st, &d);
+  apply_deck(&st, cfg);
+  for (int i = 0; i < cfg_nkeys; i++) had[i] = !st.seen[i] ? CFG_HAD_NOT : st.bad[i] ? CFG_HAD_BAD : CFG_HAD_VALUE;
+  /* A refused value as the echo wrote it (its last assignment; an echo has one per key). */
+  for (int i = 0; i < d.nentries; i++) {
+    const struct deck_entry *e = &d.entries[i];
+    const struct cfg_key *k = cfg_find(d.groups[e->group].name, e->key);
+    if (!k || had[config_key_index(k)] != CFG_HAD_BAD) continue;
+    char *out = bad_text[config_key_index(k)];
+    size_t used = 0;
+    out[0] = '\0';
+    for (int j = 0; j < e->nvalues && used + 1 < CFG_STRLEN; j++) {
+      const int w = snprintf(out + used, CFG_STRLEN - used, "%s%s", j ? ", " : "", e->values[j].text);
+      used += w > 0 ? (size_t)w : 0;
+    }
+  }
+  state_free(&st);
+  deck_free(&d);
 }
 
 /* Read the whole deck; on failure write "path: reason" into err and return NULL. */

@@ -16,14 +16,15 @@
 struct config {
 #define CFG_GROUP(g, doc) struct {
 #define CFG_END(g) } g;
-#define CFG_INT(g, n, def, lo, hi, doc) long n;
-#define CFG_REAL(g, n, def, lo, hi, doc) double n;
-#define CFG_BOOL(g, n, def, doc) int n;
-#define CFG_STR(g, n, def, doc) char n[CFG_STRLEN];
-#define CFG_CHOICE(g, n, def, choices, doc) char n[CFG_WORDLEN];
-#define CFG_INTS(g, n, max, def, lo, hi, doc) long n[max]; int n_##n;
-#define CFG_REALS(g, n, max, def, lo, hi, doc) double n[max]; int n_##n;
-#define CFG_STRS(g, n, max, def, doc) char n[max][CFG_WORDLEN]; int n_##n;
+#define CFG_INT(g, n, def, lo, hi, rs, sc, doc) long n;
+#define CFG_REAL(g, n, def, lo, hi, rs, sc, doc) double n;
+#define CFG_BOOL(g, n, def, rs, sc, doc) int n;
+#define CFG_STR(g, n, def, rs, sc, doc) char n[CFG_STRLEN];
+#define CFG_CHOICE(g, n, def, choices, rs, sc, doc) char n[CFG_WORDLEN];
+#define CFG_INTS(g, n, max, def, lo, hi, rs, sc, doc) long n[max]; int n_##n;
+#define CFG_REALS(g, n, max, def, lo, hi, rs, sc, doc) double n[max]; int n_##n;
+#define CFG_STRS(g, n, max, def, rs, sc, doc) char n[max][CFG_WORDLEN]; int n_##n;
+#define CFG_SCDINO(upstream, here)
 #include "input/config_keys.def"
 #undef CFG_GROUP
 #undef CFG_END
@@ -35,10 +36,14 @@ struct config {
 #undef CFG_INTS
 #undef CFG_REALS
 #undef CFG_STRS
+#undef CFG_SCDINO
 };
 
-/* One row per key, in table order: what the parser, the checks, --help-input and the echo use. */
+/* One row per key, in table order: what the parser, the checks, --help-input, the echo, the
+ * restart's comparison and the upstream names use. */
 enum cfg_type { CFG_T_INT, CFG_T_REAL, CFG_T_BOOL, CFG_T_STR, CFG_T_CHOICE };
+/* What a restart does when the key differs from the checkpoint's run (config_keys.def). */
+enum cfg_restart { CFG_RESTART_EQUAL, CFG_RESTART_WARN, CFG_RESTART_FREE };
 
 struct cfg_key {
   const char *group;
@@ -53,6 +58,8 @@ struct cfg_key {
   size_t offset;       /* of the value (or first element) in struct config */
   size_t count_offset; /* of the int element count, arrays only    */
   size_t elem_size;    /* bytes per element                        */
+  enum cfg_restart restart;
+  const char *scdino;  /* upstream name(s) ["; note"], "" if none    */
 };
 
 struct cfg_group {
@@ -65,8 +72,20 @@ extern const int cfg_nkeys;
 extern const struct cfg_group cfg_groups[];
 extern const int cfg_ngroups;
 
+/* README's table of scDINO's settings, in table order: a key's row (group and name set; the
+ * key's scdino field, rows of keys without one left out) or an upstream setting without a key
+ * of its own (CFG_SCDINO: upstream and here, Markdown). */
+struct cfg_map_row {
+  const char *group, *name;
+  const char *upstream, *here;
+};
+extern const struct cfg_map_row cfg_map_rows[];
+extern const int cfg_nmap_rows;
+
 /* Look up a key; NULL if the group has no such key. */
 const struct cfg_key *cfg_find(const char *group, const char *name);
+/* Whether key k holds the same value in a and b (arrays: the same count and elements). */
+int cfg_value_same(const struct config *a, const struct config *b, const struct cfg_key *k);
 
 /* ---- Loading, checking and echoing (config.c, on top of the deck parser in deck.c) ---- */
 #include <stdio.h>
@@ -83,12 +102,27 @@ void config_load(const char *path, struct config *cfg);
 /* Write the effective deck (every key, defaults included) as a namelist that reads back to the
  * same configuration. */
 void config_echo(FILE *f, const struct config *cfg);
-/* The same as a malloc'd string (the checkpoint's "deck", a restart's comparison). */
+/* The same as a malloc'd string (the checkpoint's "deck"). */
 char *config_echo_text(const struct config *cfg);
+/* Key k's value as the echo writes it ("5, 10", "'run'", ".true."; "" for an empty list), into
+ * out (size n, truncated to fit). */
+void config_value_text(const struct config *cfg, const struct cfg_key *k, char *out, size_t n);
+/* What an earlier run's echoed deck (a checkpoint's "deck") says about a key. */
+enum cfg_had { CFG_HAD_NOT, CFG_HAD_VALUE, CFG_HAD_BAD };
+/* Parse an earlier run's echoed deck with the deck parser over the defaults into cfg.  had[i]
+ * (cfg_nkeys entries): whether it sets key i (CFG_HAD_NOT: a version without the key), to a value
+ * this version takes, or to one it refuses (CFG_HAD_BAD: then bad_text[i] gets the value as
+ * written).  Keys and groups this version does not know are left out, and nothing is
+ * reported: the caller compares. */
+void config_parse_echo(const char *path, const char *text, struct config *cfg, unsigned char *had,
+                       char (*bad_text)[CFG_STRLEN]);
 /* `scdino --help-input`: every key with group, type, default, allowed values and doc. */
 void config_help(FILE *f);
 /* The same reference as a Markdown page (doc/input.md). */
 void config_help_markdown(FILE *f);
+/* README's table of scDINO's settings and their deck keys, as Markdown (`make input-doc` puts it
+ * between README.md's scdino-map markers). */
+void config_help_scdino_map(FILE *f);
 /* Derived values used everywhere. */
 int config_embed_dim(const struct config *cfg); /* arch -> D */
 int config_depth(const struct config *cfg);

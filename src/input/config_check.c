@@ -255,15 +255,10 @@ static void check_study(const struct checker *c) {
   int count[32];
   for (int i = 0; i < cfg->study.n_channel_sets; i++) {
     char why[1200];
-    count[i] = channel_set_parse(cfg->study.channel_sets[i], (const char(*)[CFG_WORDLEN])cfg->data.channel_names,
-                                 cfg->data.n_channel_names, -1, got[i], why, sizeof why);
-    if (count[i] == -1) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
-    for (int j = 0; j < i && count[i] > 0; j++)
-      if (count[j] > 0 && channel_set_same(got[i], count[i], got[j], count[j])) {
-        report(c, sets, NULL, "channel_sets(%d) = '%s' selects the same channels as channel_sets(%d) = '%s'", i + 1,
-               cfg->study.channel_sets[i], j + 1, cfg->study.channel_sets[j]);
-        break;
-      }
+    count[i] = channel_sets_parse_one((const char(*)[CFG_WORDLEN])cfg->study.channel_sets, i,
+                                      (const char(*)[CFG_WORDLEN])cfg->data.channel_names, cfg->data.n_channel_names,
+                                      -1, got, count, why, sizeof why);
+    if (count[i] == -1 || count[i] == -3) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
   }
 }
 

@@ -24,6 +24,11 @@ const struct cfg_key *config_key(const char *group, const char *name);
 /* Address of element i of key k in cfg, and of its element count (arrays only). */
 void *config_field(const struct config *cfg, const struct cfg_key *k, int i);
 int *config_count(const struct config *cfg, const struct cfg_key *k);
+/* The i-th (0-based) upstream name of k's scdino field ("meta.seed") as *name, *len characters
+ * long; 0 when it has no i-th name.  The note after "; " (README's table) is config_scdino_note,
+ * "" when there is none. */
+int config_scdino_name(const struct cfg_key *k, int i, const char **name, size_t *len);
+const char *config_scdino_note(const struct cfg_key *k);
 /* A range bound of k as text: integers in full (LLONG_MAX for the open top), reals with %g. */
 void config_fmt_bound(const struct cfg_key *k, double x, char *out, size_t n);
 
@@ -40,7 +45,8 @@ int config_edit_distance(const char *a, const char *b);
  * (0: none); *first (if not NULL) gets the index of the first one. */
 int config_suggest(const char *word, const char *const *cands, int ncand, const char *quote, char *out,
                    size_t n, int *first);
-/* Earlier names of keys (scDINO/DINO option names) -> group and key here; NULL if none. */
+/* Upstream names of keys (scDINO/DINO option names: the table's scdino fields) -> the key here; NULL if
+ * none. */
 const struct cfg_key *config_alias(const char *name);
 
 #endif

@@ -1,5 +1,6 @@
 /* config_suggest.c - "did you mean" for misspelt keys, groups and choices: edit distance,
- * abbreviations, and the option names of upstream scDINO/DINO mapped to the keys here. */
+ * abbreviations, and the option names of upstream scDINO/DINO (the table's scdino fields) mapped
+ * to the keys here. */
 #include "build_config.h"
 
 #include <ctype.h>
@@ -114,31 +115,27 @@ int config_suggest(const char *word, const char *const *cands, int ncand, const 
   return k;
 }
 
-/* Upstream option names (scDINO yaml and DINO argparse, spec §10) that have a different name here. */
-static const struct {
-  const char *old, *group, *key;
-} aliases[] = {
-    {"global_crops_scale", "crops", "global_scale"},
-    {"local_crops_scale", "crops", "local_scale"},
-    {"batch_size_per_gpu", "training", "batch_size_per_rank"},
-    {"dataset_dir", "data", "tiff_dir"},
-    {"selected_channels", "data", "channels"},
-    {"channel_dict", "data", "channel_names"},
-    {"selected_channel_combination_per_run", "study", "channel_sets"},
-    {"train_datasetsplit_fraction", "data", "train_fraction"},
-    {"fraction_for_mean_std_calc", "data", "stats_fraction"},
-    {"output_dir", "control", "run_dir"},
-    {"name_of_run", "control", "run_dir"},
-    {"num_workers", "system", "loader_threads"},
-    {"use_fp16", "training", "precision"},
-    {"resize_length", "features", "resize"},
-    {"n_neighbors", "knn", "k"},
-    {"num_images_per_class", "attention", "images_per_class"},
-    {"pretrained_weights", "features", "checkpoint"},
-};
+/* Whether word (len characters) is the name of a key of any group. */
+static int is_key_name(const char *word, size_t len) {
+  for (int i = 0; i < cfg_nkeys; i++)
+    if (strlen(cfg_keys[i].name) == len && strncasecmp(cfg_keys[i].name, word, len) == 0) return 1;
+  return 0;
+}
 
+/* Upstream option names (scDINO yaml and DINO argparse) are the keys' scdino fields in the table:
+ * the last word of each ("train_scDINO.batch_size_per_gpu", "main_dino.py --out_dim") names the
+ * key, unless it is a key's own name (then the deck's own messages say where that key is). */
 const struct cfg_key *config_alias(const char *name) {
-  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-    if (strcasecmp(aliases[i].old, name) == 0) return cfg_find(aliases[i].group, aliases[i].key);
+  const size_t len = strlen(name);
+  if (is_key_name(name, len)) return NULL;
+  for (int i = 0; i < cfg_nkeys; i++) {
+    const char *up;
+    size_t n;
+    for (int j = 0; config_scdino_name(&cfg_keys[i], j, &up, &n); j++) {
+      const char *w = up + n; /* the last word */
+      while (w > up && (isalnum((unsigned char)w[-1]) || w[-1] == '_')) w--;
+      if ((size_t)(up + n - w) == len && strncasecmp(w, name, len) == 0) return &cfg_keys[i];
+    }
+  }
   return NULL;
 }

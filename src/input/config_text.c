@@ -1,6 +1,6 @@
-/* config_text.c - the configuration as text: the echoed effective deck (re-readable, every key)
- * and the `scdino --help-input` reference (plain, and Markdown for doc/input.md), all generated
- * from the key table. */
+/* config_text.c - the configuration as text: the echoed effective deck (re-readable, every key),
+ * the `scdino --help-input` reference (plain, and Markdown for doc/input.md) and README's table of
+ * scDINO's settings, all generated from the key table. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -47,6 +47,26 @@ static void put_element(FILE *f, const struct config *cfg, const struct cfg_key 
   }
 }
 
+/* The value list of k as the echo writes it, each element after a blank. */
+static void put_value(FILE *f, const struct config *cfg, const struct cfg_key *k) {
+  const int n = k->is_array ? *config_count(cfg, k) : 1;
+  for (int j = 0; j < n; j++) {
+    fputs(j ? ", " : " ", f);
+    put_element(f, cfg, k, j);
+  }
+}
+
+void config_value_text(const struct config *cfg, const struct cfg_key *k, char *out, size_t n) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) SCD_FAIL("open_memstream failed");
+  put_value(m, cfg, k);
+  if (fclose(m) != 0) SCD_FAIL("writing to a memory stream failed");
+  snprintf(out, n, "%s", buf[0] ? buf + 1 : buf);
+  free(buf);
+}
+
 char *config_echo_text(const struct config *cfg) {
   char *buf = NULL;
   size_t len = 0;
@@ -71,11 +91,7 @@ void config_echo(FILE *f, const struct config *cfg) {
       FILE *m = open_memstream(&line, &len);
       if (!m) SCD_FAIL("open_memstream failed");
       fprintf(m, "  %s =", k->name);
-      int n = k->is_array ? *config_count(cfg, k) : 1;
-      for (int j = 0; j < n; j++) {
-        fputs(j ? ", " : " ", m);
-        put_element(m, cfg, k, j);
-      }
+      put_value(m, cfg, k);
       if (fclose(m) != 0) SCD_FAIL("writing to a memory stream failed");
       fprintf(f, "%-36s ! %s\n", line, k->doc);
       free(line);
@@ -167,6 +183,39 @@ static const char *describe_default(const struct cfg_key *k) {
   return k->def[0] == '\0' ? "empty" : k->def;
 }
 
+/* The upstream names of k, each in backticks when md, separated by ", ". */
+static void put_scdino_names(FILE *f, const struct cfg_key *k, int md) {
+  const char *name;
+  size_t len;
+  for (int i = 0; config_scdino_name(k, i, &name, &len); i++)
+    fprintf(f, "%s%s%.*s%s", i ? ", " : "", md ? "`" : "", (int)len, name, md ? "`" : "");
+}
+
+/* What a restart does with the key, as a sentence ("" for a key it does not compare). */
+static const char *describe_restart(const struct cfg_key *k) {
+  switch (k->restart) {
+  case CFG_RESTART_EQUAL: return "On restart: must stay as in the checkpoint.";
+  case CFG_RESTART_WARN: return "On restart: may change, with a warning.";
+  case CFG_RESTART_FREE: break;
+  }
+  return "";
+}
+
+/* The key's upstream names as a sentence (malloc'd; "" when it has none). */
+static char *describe_scdino(const struct cfg_key *k, int md) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) SCD_FAIL("open_memstream failed");
+  if (k->scdino[0]) {
+    fputs("scDINO: ", m);
+    put_scdino_names(m, k, md);
+    fputc('.', m);
+  }
+  if (fclose(m) != 0) SCD_FAIL("writing to a memory stream failed");
+  return buf;
+}
+
 /* What both forms of the reference say first. */
 static const char help_intro[] =
     "The deck is a Fortran namelist file, e.g.\n"
@@ -204,6 +253,10 @@ void config_help(FILE *f) {
       fprintf(f, "  %s", k->name);
       wrap(f, what, 2 + (int)strlen(k->name));
       wrap(f, k->doc, 0);
+      char *names = describe_scdino(k, 0);
+      if (describe_restart(k)[0]) wrap(f, describe_restart(k), 0);
+      if (names[0]) wrap(f, names, 0);
+      free(names);
     }
   }
 }
@@ -246,7 +299,40 @@ void config_help_markdown(FILE *f) {
       }
       fputs(" | ", f);
       md_cell(f, k->doc);
+      char *names = describe_scdino(k, 1);
+      const size_t dl = strlen(k->doc);
+      if ((describe_restart(k)[0] || names[0]) && dl && k->doc[dl - 1] != '.') fputc('.', f);
+      if (describe_restart(k)[0]) fprintf(f, " %s", describe_restart(k));
+      if (names[0]) fputc(' ', f);
+      md_cell(f, names);
+      free(names);
       fputs(" |\n", f);
     }
+  }
+}
+
+void config_help_scdino_map(FILE *f) {
+  fputs("| scDINO (`configs/scDINO_full_pipeline.yaml` / `main_dino.py`) | scdino deck key |\n|---|---|\n", f);
+  for (int i = 0; i < cfg_nmap_rows; i++) {
+    const struct cfg_map_row *r = &cfg_map_rows[i];
+    if (!r->group) {
+      fputs("| ", f);
+      md_cell(f, r->upstream);
+      fputs(" | ", f);
+      md_cell(f, r->here);
+      fputs(" |\n", f);
+      continue;
+    }
+    const struct cfg_key *k = config_key(r->group, r->name);
+    if (!k->scdino[0]) continue;
+    fputs("| ", f);
+    put_scdino_names(f, k, 1);
+    fprintf(f, " | `&%s %s`", k->group, k->name);
+    if (config_scdino_note(k)[0]) {
+      fputs(" (", f);
+      md_cell(f, config_scdino_note(k));
+      fputc(')', f);
+    }
+    fputs(" |\n", f);
   }
 }

@@ -184,7 +184,7 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   h5util_attr_write_i64(gd, "next_batch", st->iteration);
   h5util_attr_write_i64(gd, "batches_per_epoch", st->niter_per_epoch);
   h5util_attr_write_i64(gd, "world_size", st->world_size);
-  h5util_attr_write_i64(gd, "batch_size_per_rank", st->cfg->training.batch_size_per_rank);
+  /* (the batch size is the root attribute batch_size_per_rank; older files repeat it here) */
   h5util_attr_write_i64(gd, "n_train", st->n_train);
   h5util_attr_write_str(gd, "shard_dir", st->cfg->data.shard_dir);
   char fp[24];

@@ -9,8 +9,8 @@
  *                                      per parameter; a tensor frozen so far has 0)
  *   /dino_loss/center                  float32 [1, K]
  *   /loader                            attributes: where the data stream continues (seed, epoch,
- *                                      next_batch, world_size, batch_size_per_rank, n_train, ...,
- *                                      data_fingerprint: the shard set's, 16 hex digits)
+ *                                      next_batch, world_size, n_train, ..., data_fingerprint: the
+ *                                      shard set's, 16 hex digits; the batch size is the root's)
  *   /train_metrics                     attributes: the running sums of the unfinished epoch (log.txt)
  *   root attributes: format = "scdino-checkpoint", version = 2 (1 is read too), epoch (next epoch to run),
  *   iteration (next iteration inside that epoch; 0 at an epoch boundary), global_step,

@@ -63,7 +63,7 @@ static void setup_data(struct trainer *t) {
   /* On the CUDA backend the crops are made on the GPU from raw batches (the same crops, bit for
    * bit: cuda/augment_gpu.h); elsewhere the loader threads make them. */
   const int gpu_aug = !strcmp(t->ops->name, "cuda");
-  t->loader = loader_create(cfg, t->ds, t->split.train, t->split.n_train,
+  t->loader = loader_create(cfg, t->ds, t->split.train, t->split.n_train, (int)t->B,
                             gpu_aug ? LOADER_RAW : LOADER_AUGMENT);
   const struct augment *a = loader_augment(t->loader);
 #ifdef HAVE_CUDA

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/cli/deck_help.sh - `scdino --help-input` lists every key of src/input/config_keys.def under its
-# group, in table order, with lines that fit a terminal; --help-input=markdown lists them too, as
-# one table row each, and doc/input.md is exactly its output (not stale: `make input-doc`).
+# group, in table order, with lines that fit a terminal, each with its restart policy and upstream
+# names; --help-input=markdown lists them too, as one table row each, and doc/input.md is exactly
+# its output; --help-input=scdino-map is README.md's table of scDINO's settings, exactly as README
+# has it between its markers (neither stale: `make input-doc`).
 . "$top_srcdir/tests/lib.sh"
 scratch deck_help
 expect_exit 0 "$SCDINO" --help-input
@@ -29,6 +31,12 @@ expect_grep "^  k +integer array \(up to 16\), each 1 to 1000000; default 5,\$"
 expect_grep "^ +10, 50, 100, 200, 500\$"
 expect_grep "^  augment +logical; default .true.$"
 expect_grep "^  channel_names +string array \(up to 64\); default: empty$"
+# The restart policy and the upstream names, after the doc.
+expect_grep "^  seed +integer, 0 to 2147483647; default 40$"
+expect_grep "^ {24}On restart: must stay as in the checkpoint.$"
+expect_grep "^ {24}On restart: may change, with a warning.$"
+expect_grep "^ {24}scDINO: meta.seed.$"
+expect_grep "^ {24}scDINO: meta.name_of_run, meta.output_dir.$"
 # The Markdown form: a row per key under its group's heading, and doc/input.md up to date.
 expect_exit 0 "$SCDINO" --help-input=markdown
 printf '%s\n' "$out" >input.md
@@ -44,5 +52,19 @@ if ! cmp -s input.md "$top_srcdir/doc/input.md"; then
 fi
 expect_grep '^\| `attention` \| one of .flash., .gemm., .cudnn. \| `.flash.` \| '
 expect_grep '^\| `calculation` \| .* \| required \| '
+expect_grep '^\| `batch_size_per_rank` \| .*\. On restart: may change, with a warning. scDINO: `train_scDINO.batch_size_per_gpu`. \|$'
+# README's map: a row per key with an upstream name, and the rows without a key of their own.
+expect_exit 0 "$SCDINO" --help-input=scdino-map
+printf '\n%s\n\n' "$out" >map.md
+expect_grep '^\| `train_scDINO.batch_size_per_gpu` \| `&training batch_size_per_rank` \|$'
+expect_grep '^\| `meta.name_of_run`, `meta.output_dir` \| `&control run_dir` \|$'
+expect_grep '^\| `train_scDINO.epochs` \| `&training epochs` \(upstream trains epochs\+1: set 11 to match its 10\) \|$'
+expect_grep '^\| `train_scDINO.num_gpus` \| the number of MPI ranks \(`mpirun -np`\) \|$'
+sed -n '/^<!-- scdino-map: /,/^<!-- scdino-map end -->$/p' "$top_srcdir/README.md" | sed '1d;$d' >readme_map.md
+nchecks=$((nchecks + 1))
+if ! cmp -s map.md readme_map.md; then
+  fail "README.md's table of scDINO's settings is stale: run 'make input-doc' in the build directory and commit it"
+  diff readme_map.md map.md | head -20 | sed 's/^/    /' >&2
+fi
 echo "$nkeys keys listed"
 finish

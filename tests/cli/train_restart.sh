@@ -3,8 +3,9 @@
 # restart + one epoch, and a stop inside an epoch (max_steps) + restart, on 1 rank and on 2 ranks
 # (checkpoint tensors, optimizer state and centre compared exactly; log.txt averages equal); a
 # restart with a key that defines what is trained changed is refused naming it, one with a schedule
-# changed warns, another thread count is silent; a restart on another shard set of the same size is
-# refused, on a copy of the same set it continues.
+# changed warns, another thread count is silent; the deck of another version (a key missing, one
+# unknown, a value refused) is compared key by key all the same; a restart on another shard set of
+# the same size is refused, on a copy of the same set it continues.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch train_restart
@@ -95,6 +96,23 @@ expect_grep "warning: restart: the run that wrote rk/checkpoint.h5 computed on \
 nchecks=$((nchecks + 1))
 [ "$(h5dump -a /restart_changes rk/checkpoint.h5 | grep -c 'global step 1[01]: ')" = 2 ] ||
   fail "rk/checkpoint.h5 does not keep both restarts' changes: $(h5dump -a /restart_changes rk/checkpoint.h5)"
+
+# A checkpoint of another version, whose deck lacks a key (sampler), has one this version does not
+# know and a value it refuses (precision 'fp16'): the first two are not compared, the third is
+# named as written; with it restored, only the changed schedule key is warned of.
+cp -r r1-split rv || exit 99
+rm -f rv/checkpoint.h5 && cp r1-split/checkpoint_0000.h5 rv/checkpoint.h5 || exit 99
+sed -e '/^  sampler = /d' -e "s/^  precision = 'auto'/  precision = 'fp16'/" -e 's/^&training$/\&training\n  gone_key = 3/' \
+  r1-split/input.echo.nml >rv-deck.nml || exit 99
+"$top_builddir/tests/hostile/h5edit" rv/checkpoint.h5 attr_str deck "$(cat rv-deck.nml)" || exit 99
+train_deck rv epochs=3 batch_size_per_rank=4 max_steps=1 restart=.true. >rv.nml
+expect_exit 2 "$SCDINO" rv.nml
+expect_grep "error: restart from rv/checkpoint.h5: 1 key\(s\) that define what is trained differ: precision = 'fp16' in the checkpoint's run, 'auto' now\.  Restore them"
+sed "s/^  precision = 'fp16'/  precision = 'auto'/" rv-deck.nml >rv-deck2.nml || exit 99
+"$top_builddir/tests/hostile/h5edit" rv/checkpoint.h5 attr_str deck "$(cat rv-deck2.nml)" || exit 99
+expect_exit 0 "$SCDINO" rv.nml
+expect_grep "warning: restart: epochs = 2 in the run that wrote rv/checkpoint.h5, 3 now"
+expect_nogrep "warning: restart: (sampler|gone_key|max_steps|restart) "
 
 # The data: another shard set of the same size (other pixels, so other statistics) is refused
 # before anything is loaded; a copy of the checkpoint's own set elsewhere continues (warned: shard_dir).

@@ -52,7 +52,7 @@ static void image_crops(const struct loader_batch *b, int i, float *out) {
  * against the reference (recording them if record).  Returns the number of images seen. */
 static int64_t run_epoch(const struct config *cfg, int rank, int world, int64_t epoch, int64_t first,
                          int record, const char *what) {
-  struct loader *l = loader_create_ranked(cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, rank, world);
+  struct loader *l = loader_create_ranked(cfg, ds, sp.train, sp.n_train, B, LOADER_AUGMENT, rank, world);
   struct sampler *s = sampler_create(sp.train, sp.n_train, (uint64_t)cfg->control.seed, rank, world, B);
   sampler_set_epoch(s, epoch);
   T_CHECK(loader_batches_per_epoch(l) == sampler_batches_per_epoch(s), "%s: batches per epoch", what);
@@ -143,7 +143,7 @@ static void test_augment_mode(void) {
   /* Resume inside the epoch. */
   run_epoch(&cfg, 0, 1, 0, 3, 0, "resume at batch 3");
   /* Another epoch gives other crops: compare one sample. */
-  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, 0, 1);
+  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, B, LOADER_AUGMENT, 0, 1);
   loader_start_epoch(l, 1, 0);
   const struct loader_batch *b = loader_next(l);
   float *buf = malloc(sizeof(float) * crop_floats);
@@ -161,10 +161,10 @@ static void test_augment_mode(void) {
   T_CHECK(b && b->batch == 1, "second batch after restart");
   loader_destroy(l);
   /* Destroy right after starting (workers busy) and before starting at all. */
-  l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, 0, 1);
+  l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, B, LOADER_AUGMENT, 0, 1);
   loader_start_epoch(l, 2, 0);
   loader_destroy(l);
-  l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, 0, 1);
+  l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, B, LOADER_AUGMENT, 0, 1);
   loader_destroy(l);
   free(buf);
 }
@@ -172,7 +172,7 @@ static void test_augment_mode(void) {
 static void test_raw_mode(void) {
   struct config cfg;
   setup_cfg(&cfg, 2, 2);
-  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_RAW, 1, 2);
+  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, B, LOADER_RAW, 1, 2);
   struct sampler *s = sampler_create(sp.train, sp.n_train, (uint64_t)cfg.control.seed, 1, 2, B);
   sampler_set_epoch(s, 4);
   loader_start_epoch(l, 4, 0);
@@ -207,7 +207,7 @@ static void test_deterministic(void) {
   struct config cfg;
   setup_cfg(&cfg, 2, 2);
   cfg.crops.augment = 0;
-  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, 0, 1);
+  struct loader *l = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, B, LOADER_AUGMENT, 0, 1);
   loader_start_epoch(l, 0, 0);
   const struct loader_batch *b = loader_next(l);
   const struct augment *a = loader_augment(l);

@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
   }
   sampler_destroy(smp);
 
-  struct loader *l = loader_create(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT);
+  struct loader *l = loader_create(&cfg, ds, sp.train, sp.n_train, (int)cfg.training.batch_size_per_rank, LOADER_AUGMENT);
   int64_t *mine = malloc(sizeof(int64_t) * 3 * (size_t)(N + size) * EPOCHS);
   int64_t m = 0;
   for (int64_t e = 0; e < EPOCHS; e++) m += collect(l, e, mine + 3 * m);
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
 
   if (rank == 0) {
     /* The single-rank reference. */
-    struct loader *one = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, LOADER_AUGMENT, 0, 1);
+    struct loader *one = loader_create_ranked(&cfg, ds, sp.train, sp.n_train, (int)cfg.training.batch_size_per_rank, LOADER_AUGMENT, 0, 1);
     int64_t *ref = malloc(sizeof(int64_t) * 3 * (size_t)N * EPOCHS);
     int64_t nref = 0;
     for (int64_t e = 0; e < EPOCHS; e++) nref += collect(one, e, ref + 3 * nref);

@@ -1,6 +1,7 @@
 /* tests/unit/input/test_channel_sets.c - a study's channel sets: parsing indices and names (blanks,
- * every error, names not known yet), comparing sets in any order, their run folder names, and the
- * deck checks of &study (sets required, repeats, unknown channels, keys a study does not use). */
+ * every error, names not known yet), comparing sets in any order, a study's list (each set against
+ * those before it), their run folder names, and the deck checks of &study (sets required, repeats,
+ * unknown channels, keys a study does not use). */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -63,6 +64,35 @@ static void test_same_and_names(void) {
   T_CHECK(channel_set_dirname(o, 1, bad, 2, dir, sizeof dir, why, sizeof why) == -1 && strstr(why, "'..'"), "dot dot");
 }
 
+/* A study's list: each set parsed once and compared with the sets before it that parsed. */
+static int list_one(const char (*texts)[CFG_WORDLEN], int i, int nnames, int nchannels, long (*sets)[CHANNEL_SET_MAX],
+                    int *count) {
+  why[0] = '\0';
+  return count[i] = channel_sets_parse_one(texts, i, names, nnames, nchannels, sets, count, why, sizeof why);
+}
+
+static void test_list(void) {
+  static const char texts[5][CFG_WORDLEN] = {"0,1", "DAPI", "1,0", "x", "2"};
+  static long sets[5][CHANNEL_SET_MAX];
+  int count[5];
+  T_CHECK(list_one(texts, 0, 5, 5, sets, count) == 2 && sets[0][1] == 1, "%s", why);
+  T_CHECK(list_one(texts, 1, 5, 5, sets, count) == 1 && sets[1][0] == 2, "%s", why);
+  T_CHECK(list_one(texts, 2, 5, 5, sets, count) == -3 &&
+              !strcmp(why, "'1,0' selects the same channels as channel_sets(1) = '0,1'"),
+          "the same channels in another order: [%s]", why);
+  T_CHECK(list_one(texts, 3, 5, 5, sets, count) == -1 && strstr(why, "no channel is named 'x'"), "[%s]", why);
+  T_CHECK(list_one(texts, 4, 5, 5, sets, count) == -3 &&
+              !strcmp(why, "'2' selects the same channels as channel_sets(2) = 'DAPI'"),
+          "an index and a name, after sets that failed: [%s]", why);
+  /* Names not known yet: such a set is compared neither with the others nor they with it. */
+  static const char later[3][CFG_WORDLEN] = {"DAPI", "DAPI", "0"};
+  static long ls[3][CHANNEL_SET_MAX];
+  int lc[3];
+  T_CHECK(list_one(later, 0, 0, -1, ls, lc) == -2 && list_one(later, 1, 0, -1, ls, lc) == -2 &&
+              list_one(later, 2, 0, -1, ls, lc) == 1,
+          "%d %d %d", lc[0], lc[1], lc[2]);
+}
+
 static char err[1 << 16];
 static struct config C;
 
@@ -107,6 +137,7 @@ int main(int argc, char **argv) {
   t_init(argc, argv);
   test_parse();
   test_same_and_names();
+  test_list();
   test_deck();
   return t_finish();
 }

@@ -1,6 +1,7 @@
 /* tests/unit/input/test_config.c - the configuration on top of the reader: defaults equal the table, a full
  * deck gives the asserted values, array semantics, every error class and cross-key check (with
- * the valid neighbours that must pass), suggestions, echo round trips and derived sizes. */
+ * the valid neighbours that must pass), suggestions and upstream names, the restart policies,
+ * reading an earlier run's echo, echo round trips and derived sizes. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -311,12 +312,126 @@ static void test_suggest(void) {
   int first = -1;
   T_CHECK(config_suggest("thread", c, 7, "&", out, sizeof out, &first) == 1 && !strcmp(out, "&threads") && first == 4,
           "group style [%s] %d", out, first);
-  /* Every upstream alias names a real key. */
-  const char *old[] = {"global_crops_scale", "local_crops_scale", "batch_size_per_gpu", "dataset_dir",
-                       "selected_channels", "channel_dict", "train_datasetsplit_fraction",
-                       "fraction_for_mean_std_calc", "output_dir", "num_workers", "use_fp16", "n_neighbors"};
-  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) T_CHECK(config_alias(old[i]) != NULL, "alias %s", old[i]);
-  T_CHECK(config_alias("lr") == NULL, "not an alias");
+  /* The upstream names of the table's scdino fields that differ from every key's name, and the key
+   * each names (as the list written in config_suggest.c before the table held them). */
+  static const char *const old[][3] = {
+      {"global_crops_scale", "crops", "global_scale"},
+      {"local_crops_scale", "crops", "local_scale"},
+      {"batch_size_per_gpu", "training", "batch_size_per_rank"},
+      {"dataset_dir", "data", "tiff_dir"},
+      {"selected_channels", "data", "channels"},
+      {"channel_dict", "data", "channel_names"},
+      {"selected_channel_combination_per_run", "study", "channel_sets"},
+      {"train_datasetsplit_fraction", "data", "train_fraction"},
+      {"fraction_for_mean_std_calc", "data", "stats_fraction"},
+      {"output_dir", "control", "run_dir"},
+      {"name_of_run", "control", "run_dir"},
+      {"num_workers", "system", "loader_threads"},
+      {"use_fp16", "training", "precision"},
+      {"resize_length", "features", "resize"},
+      {"n_neighbors", "knn", "k"},
+      {"num_images_per_class", "attention", "images_per_class"},
+      {"pretrained_weights", "features", "checkpoint"},
+  };
+  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+    const struct cfg_key *k = config_alias(old[i][0]);
+    T_CHECK(k && !strcmp(k->group, old[i][1]) && !strcmp(k->name, old[i][2]), "alias %s -> %s.%s", old[i][0],
+            k ? k->group : "-", k ? k->name : "-");
+  }
+  T_CHECK(config_alias("BATCH_SIZE_PER_GPU") == config_key("training", "batch_size_per_rank"), "case-insensitive");
+  /* An upstream name that is a key's own name is not an alias (the deck says where that key is). */
+  const char *own[] = {"lr", "seed", "epochs", "threshold", "out_dim", "temperature", "gelu", "meta", "global"};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) T_CHECK(config_alias(own[i]) == NULL, "not an alias: %s", own[i]);
+  EXPECT_ERR(CTRL "&model seed = 1 /", 1, "key 'seed' belongs to &control or &knn, not &model");
+  EXPECT_ERR(CTRL "&model batch_size_per_gpu = 1 /", 1,
+             "unknown key 'batch_size_per_gpu' in &model; did you mean 'batch_size_per_rank' in &training?");
+}
+
+/* Each key's restart policy in the table: the keys a restart refuses to change and those it
+ * takes with a warning (as restart_check.c listed them before the table held them). */
+static void test_restart_policy(void) {
+  static const char *const equal[] = {"control.seed", "data.train_fraction", "data.split_seed", "crops.global_size",
+                                      "crops.local_size", "crops.global_scale", "crops.local_scale",
+                                      "crops.local_crops_number", "crops.augment", "training.student_temp",
+                                      "training.teacher_temp", "training.warmup_teacher_temp",
+                                      "training.warmup_teacher_temp_epochs", "training.center_momentum",
+                                      "training.precision", "training.sampler"};
+  static const char *const warn[] = {"training.epochs", "training.lr", "training.min_lr", "training.warmup_epochs",
+                                     "training.weight_decay", "training.weight_decay_end", "training.momentum_teacher",
+                                     "training.clip_grad", "training.freeze_last_layer", "training.batch_size_per_rank",
+                                     "data.shard_dir", "gpu.attention", "gpu.bias_grad", "gpu.gelu", "gpu.gemm_tune"};
+  int n[3] = {0, 0, 0};
+  for (int i = 0; i < cfg_nkeys; i++) {
+    const struct cfg_key *k = &cfg_keys[i];
+    char gk[160];
+    snprintf(gk, sizeof gk, "%s.%s", k->group, k->name);
+    enum cfg_restart want = CFG_RESTART_FREE;
+    for (size_t j = 0; j < sizeof equal / sizeof equal[0]; j++)
+      if (!strcmp(gk, equal[j])) want = CFG_RESTART_EQUAL;
+    for (size_t j = 0; j < sizeof warn / sizeof warn[0]; j++)
+      if (!strcmp(gk, warn[j])) want = CFG_RESTART_WARN;
+    T_CHECK(k->restart == want, "%s: restart policy %d, want %d", gk, (int)k->restart, (int)want);
+    n[k->restart]++;
+  }
+  T_CHECK(n[CFG_RESTART_EQUAL] == 16 && n[CFG_RESTART_WARN] == 15, "%d EQUAL, %d WARN", n[CFG_RESTART_EQUAL],
+          n[CFG_RESTART_WARN]);
+}
+
+/* An earlier run's echo read back by the deck parser: every key it has, the keys it lacks, keys
+ * this version does not know, and values it refuses; the values as the echo writes them. */
+static void test_parse_echo(void) {
+  static struct config a, b;
+  static unsigned char had[512];
+  static char bad[512][CFG_STRLEN];
+  T_CHECK(cfg_nkeys <= 512, "%d keys", cfg_nkeys);
+  T_CHECK(config_parse_text("t.nml", CTRL "&training lr = 0.04 / &knn k = 5, 10 / &data channel_names = 'a', 'b' /",
+                            &a, err, sizeof err) == 0, "%s", err);
+  char *echo = config_echo_text(&a);
+  config_parse_echo("ckpt.h5", echo, &b, had, bad);
+  int all = 1;
+  for (int i = 0; i < cfg_nkeys; i++) all &= had[i] == CFG_HAD_VALUE && cfg_value_same(&a, &b, &cfg_keys[i]);
+  T_CHECK(all, "an echo sets every key to its value");
+  char v[CFG_STRLEN];
+  config_value_text(&b, config_key("knn", "k"), v, sizeof v);
+  T_CHECK(!strcmp(v, "5, 10"), "[%s]", v);
+  config_value_text(&b, config_key("training", "lr"), v, sizeof v);
+  T_CHECK(!strcmp(v, "0.04"), "[%s]", v);
+  config_value_text(&b, config_key("control", "run_dir"), v, sizeof v);
+  T_CHECK(!strcmp(v, "'run'"), "[%s]", v);
+  config_value_text(&b, config_key("crops", "augment"), v, sizeof v);
+  T_CHECK(!strcmp(v, ".true."), "[%s]", v);
+  config_value_text(&b, config_key("data", "channels"), v, sizeof v);
+  T_CHECK(!strcmp(v, ""), "an empty list: [%s]", v);
+  config_value_text(&b, config_key("data", "channel_names"), v, sizeof v);
+  T_CHECK(!strcmp(v, "'a', 'b'"), "[%s]", v);
+  /* Another version's echo: sampler missing, a removed key and group, a choice no longer offered. */
+  char old[1 << 16];
+  snprintf(old, sizeof old, "%s", echo);
+  char *p = strstr(old, "  sampler = ");
+  T_CHECK(p != NULL, "no sampler line in the echo");
+  if (p) memcpy(p, "  gone_key", 10); /* "  gone_key= 'uniform'": a key this version does not know */
+  p = strstr(old, "precision = 'auto'");
+  if (p) memcpy(p, "precision = 'fp16'", 18);
+  strcat(old, "\n&gone_group x = 1 /\n");
+  config_parse_echo("ckpt.h5", old, &b, had, bad);
+  const int is = config_key_index(config_key("training", "sampler"));
+  const int ip = config_key_index(config_key("training", "precision"));
+  const int il = config_key_index(config_key("training", "lr"));
+  T_CHECK(had[is] == CFG_HAD_NOT, "a key the older run did not have: %d", had[is]);
+  T_CHECK(had[ip] == CFG_HAD_BAD && !strcmp(bad[ip], "'fp16'"), "a refused value: %d [%s]", had[ip], bad[ip]);
+  T_CHECK(had[il] == CFG_HAD_VALUE && b.training.lr == 0.04, "the other keys are read: %d %g", had[il], b.training.lr);
+  free(echo);
+  /* Field comparison: lists by count and elements, strings up to their end. */
+  a = b;
+  T_CHECK(cfg_value_same(&a, &b, config_key("knn", "k")), "same list");
+  a.knn.n_k = 1;
+  T_CHECK(!cfg_value_same(&a, &b, config_key("knn", "k")), "a shorter list differs");
+  snprintf(a.control.run_dir, sizeof a.control.run_dir, "runs");
+  snprintf(a.control.run_dir, sizeof a.control.run_dir, "run");
+  T_CHECK(cfg_value_same(&a, &b, config_key("control", "run_dir")), "a string with another tail is the same");
+  a.training.clip_grad = -0.0;
+  b.training.clip_grad = 0.0;
+  T_CHECK(!cfg_value_same(&a, &b, config_key("training", "clip_grad")), "-0.0 and 0.0 differ, as their echoes do");
 }
 
 /* Echo, parse the echo, compare the structs byte for byte; the echo of the echo is the same text. */
@@ -401,6 +516,8 @@ int main(int argc, char **argv) {
   test_cross_checks();
   test_all_errors_at_once();
   test_suggest();
+  test_restart_policy();
+  test_parse_echo();
   test_echo();
   test_derived();
   return t_finish();
