@@ -5,6 +5,7 @@
  * one named that the deck contains), or at the whole file when both came from the defaults. */
 #include "build_config.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -252,18 +253,39 @@ static void check_study(const struct checker *c) {
     return;
   }
   static long got[32][CHANNEL_SET_MAX];
+  static char folder[32][CFG_STRLEN / 2];
   int count[32];
+  const int nnames = cfg->data.n_channel_names;
+  const char(*cn)[CFG_WORDLEN] = (const char(*)[CFG_WORDLEN])cfg->data.channel_names;
   for (int i = 0; i < cfg->study.n_channel_sets; i++) {
     char why[1200];
-    count[i] = channel_set_parse(cfg->study.channel_sets[i], (const char(*)[CFG_WORDLEN])cfg->data.channel_names,
-                                 cfg->data.n_channel_names, -1, got[i], why, sizeof why);
+    count[i] = channel_set_parse(cfg->study.channel_sets[i], cn, nnames, -1, got[i], why, sizeof why);
     if (count[i] == -1) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
-    for (int j = 0; j < i && count[i] > 0; j++)
-      if (count[j] > 0 && channel_set_same(got[i], count[i], got[j], count[j])) {
+    /* The run folders, when the deck names the channels (else the manifest does, and the study
+     * checks them before any set runs). */
+    if (count[i] > 0 && nnames > 0 && !bad(c, config_key("control", "run_dir")) &&
+        channel_set_dirname(got[i], count[i], cn, nnames, cfg->control.run_dir, NAME_MAX, folder[i], sizeof folder[i],
+                            why, sizeof why) != 0) {
+      report(c, sets, names, "channel_sets(%d) = '%s': %s", i + 1, cfg->study.channel_sets[i], why);
+      count[i] = -1;
+    }
+    for (int j = 0; j < i && count[i] > 0; j++) {
+      if (count[j] <= 0) continue;
+      if (channel_set_same(got[i], count[i], got[j], count[j])) {
         report(c, sets, NULL, "channel_sets(%d) = '%s' selects the same channels as channel_sets(%d) = '%s'", i + 1,
                cfg->study.channel_sets[i], j + 1, cfg->study.channel_sets[j]);
         break;
       }
+      if (nnames > 0 && channel_set_folders_clash(folder[i], folder[j])) {
+        report(c, sets, names, "channel_sets(%d) = '%s' and channel_sets(%d) = '%s' would both write the folder "
+               "%s/%s%s%s%s (their channel names joined by _): give the channels other names with &data "
+               "channel_names", j + 1, cfg->study.channel_sets[j], i + 1, cfg->study.channel_sets[i],
+               cfg->control.run_dir, folder[j],
+               strcmp(folder[i], folder[j]) ? " (and " : "", strcmp(folder[i], folder[j]) ? folder[i] : "",
+               strcmp(folder[i], folder[j]) ? ", the same folder where case is ignored)" : "");
+        break;
+      }
+    }
   }
 }
 
