@@ -3,9 +3,11 @@
 #include "build_config.h"
 
 #include <hdf5.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/pipeline.h"
 #include "analysis/study.h"
@@ -14,7 +16,9 @@
 #include "core/fsutil.h"
 #include "core/h5util.h"
 #include "core/log.h"
+#include "core/runlock.h"
 #include "core/signals.h"
+#include "core/watchdog.h"
 #include "data/shards.h"
 #include "train/checkpoint.h"
 
@@ -31,23 +35,27 @@ static int resolve_sets(const struct config *cfg, struct study_set *sets) {
     for (int c = 0; c < nnames; c++) snprintf(names[c], CFG_WORDLEN, "%s", dataset_channel_name(ds, c));
   }
   dataset_close(ds);
+  /* The longest folder name of run_dir's file system (rank 0's answer: the same everywhere). */
+  long name_max = comm_rank() == 0 ? pathconf(cfg->control.run_dir, _PC_NAME_MAX) : 0;
+  comm_bcast(&name_max, sizeof name_max, 0);
+  if (name_max <= 0) name_max = NAME_MAX;
   const int n = cfg->study.n_channel_sets;
-  static long ch[sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0]][CHANNEL_SET_MAX];
-  int count[sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0]];
+  static struct channel_set_list l;
+  memset(&l, 0, sizeof l);
+  l.texts = (const char(*)[CFG_WORDLEN])cfg->study.channel_sets;
+  l.names = (const char(*)[CFG_WORDLEN])names, l.nnames = nnames, l.nchannels = C;
+  l.run_dir = cfg->control.run_dir, l.name_max = name_max;
   for (int i = 0; i < n; i++) {
     struct study_set *s = &sets[i];
     char why[1600];
     snprintf(s->text, sizeof s->text, "%s", cfg->study.channel_sets[i]);
-    count[i] = channel_sets_parse_one((const char(*)[CFG_WORDLEN])cfg->study.channel_sets, i,
-                                      (const char(*)[CFG_WORDLEN])names, nnames, C, ch, count, why, sizeof why);
-    if (count[i] == -3) scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = %s", i + 1, why);
-    if (count[i] < 0)
+    s->nch = channel_set_list_add(&l, i, why, sizeof why);
+    if (s->nch == -3) scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = '%s': %s", i + 1, s->text, why);
+    if (s->nch <= -4) scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = %s", i + 1, why);
+    if (s->nch < 0)
       scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = %s (shards in %s)", i + 1, why, cfg->data.shard_dir);
-    s->nch = count[i];
-    memcpy(s->ch, ch[i], sizeof s->ch);
-    if (channel_set_dirname(s->ch, s->nch, (const char(*)[CFG_WORDLEN])names, nnames, s->name, sizeof s->name, why,
-                            sizeof why) != 0)
-      scd_fatal(SCD_EXIT_INPUT, "&study channel_sets(%d) = '%s': %s", i + 1, s->text, why);
+    memcpy(s->ch, l.ch[i], sizeof s->ch);
+    snprintf(s->name, sizeof s->name, "%s", l.folder[i]);
   }
   return n;
 }
@@ -115,16 +123,21 @@ static int run_sets(const struct config *cfg, const struct study_set *sets, int 
     }
     log_info("==== study set %d of %d: %s (channels %s) in %s on %d rank%s ====", i + 1, nsets, s->name, chans,
              c.control.run_dir, comm_size(), comm_size() > 1 ? "s" : "");
+    /* The set's folder is its group's while it runs: no other job (a rerun of the set alone, say)
+     * writes it meanwhile. */
+    if (comm_rank() == 0) runlock_acquire(c.control.run_dir, "run_dir");
     int done = 0;
     if (cfg->training.restart && comm_rank() == 0) done = set_finished(&c);
     comm_bcast(&done, sizeof done, 0);
     if (done) {
       log_info("study: %s is finished (pipeline.txt, checkpoint at epoch %ld); skipped", c.control.run_dir,
                c.training.epochs);
+      if (comm_rank() == 0) runlock_release(c.control.run_dir);
       continue;
     }
     if (comm_rank() == 0) write_echo(&c);
     const int rc = pipeline_run_prepared(&c);
+    if (comm_rank() == 0) runlock_release(c.control.run_dir);
     if (rc != 0) return rc;
     signals_set_mode(SIGNALS_DEFER, "calculation 'study' (between channel sets)");
     char path[4096];
@@ -133,7 +146,10 @@ static int run_sets(const struct config *cfg, const struct study_set *sets, int 
     comm_bcast(&done, sizeof done, 0);
     *stopped = !done;
   }
-  if (ngroups > 1) log_set_tag("");
+  if (ngroups > 1) {
+    log_set_tag("");
+    log_info("study: group %d of %d is done with its sets; waiting for the other groups", group + 1, ngroups);
+  }
   return 0;
 }
 
@@ -162,6 +178,9 @@ int study_run(const struct config *cfg) {
              ngroups, R, R > 1 ? "s" : "", nsets, nsets > 1 ? "s" : "", ngroups - nsets, ngroups - nsets > 1 ? "s" : "");
   int group = 0, stopped = 0;
   if (ngroups > 1) {
+    /* A group that is done waits for the others, maybe for hours: the ring tells it whether they
+     * live (watchdog.h). */
+    heartbeat_begin(HEARTBEAT_WORLD, cfg->system.step_timeout);
     group = comm_group_begin(R);
     log_init(comm_rank(), log_verbosity()); /* every group's rank 0 prints, its lines tagged */
   }
@@ -171,7 +190,9 @@ int study_run(const struct config *cfg) {
     comm_group_end();
     log_init(comm_rank(), log_verbosity());
   }
-  if (comm_all_any(stopped, "waiting for the other groups' channel sets")) {
+  stopped = comm_all_any(stopped, "waiting for the other groups' channel sets");
+  heartbeat_end(HEARTBEAT_WORLD);
+  if (stopped) {
     log_info("study: stopped on a signal before every set was finished; run the same deck again with &training "
              "restart = .true. to skip the finished sets and continue the others from their checkpoints");
     return 0;

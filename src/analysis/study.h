@@ -4,12 +4,15 @@
  * pipeline does), then runs the pipeline (train, features, kNN with its baselines, attention maps)
  * for every set on a copy of the deck whose data.channels is the set and whose run_dir is
  * run_dir/<the set's channel names joined by _>, and ends with a table comparing the sets:
- * run_dir/study.txt (also printed) and run_dir/study.h5 (doc/formats.md).
+ * run_dir/study.txt (also printed) and run_dir/study.h5 (doc/formats.md).  Every set's folder is
+ * checked before any set runs (channel_set_dirname: no two sets share one, none is reserved, empty
+ * or too long), and locked (runlock.h) by the group running it.
  *
  * With &study ranks_per_run = R below the rank count N, the ranks form N/R groups of consecutive
  * ranks (comm_group_begin), each with its own communicators (MPI and NCCL); group g runs sets g,
  * g + N/R, ...  A set's run depends only on its own deck and R, so its checkpoints are the same
- * whatever the grouping.  Restart (&training restart = .true.): a set whose pipeline.txt exists and
+ * whatever the grouping.  A world heartbeat ring (watchdog.h) runs from the split to the study's
+ * end, so the groups that are done wait for the others as long as these live.  Restart (&training restart = .true.): a set whose pipeline.txt exists and
  * whose checkpoint has every epoch is skipped; the others run, continuing from their checkpoints. */
 #ifndef SCDINO_STUDY_H
 #define SCDINO_STUDY_H

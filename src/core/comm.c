@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/comm_mpi.h"
+#include "core/log.h"
 #include "core/watchdog.h"
 
 static struct comm_info info = {0, 1, 0, 1, 0, 0, 1, 0, 1};
@@ -20,13 +21,21 @@ static MPI_Comm group_comm = MPI_COMM_NULL; /* the current group (comm_group_beg
 
 MPI_Comm comm_mpi(void) { return group_comm != MPI_COMM_NULL ? group_comm : MPI_COMM_WORLD; }
 
-/* Complete rq, polling every 20 ms and telling the watchdog this rank waits alive (waiting_for
- * NULL: nothing to tell), while another rank does long work before it joins. */
-static void wait_alive(MPI_Request *rq, const char *waiting_for) {
+MPI_Comm comm_mpi_node(void) { return node_comm; }
+
+/* Complete rq, polling every 20 ms.  With waiting_for (what the rank waits for, "waiting for ..."),
+ * while the heartbeat ring of the wait shows the awaited ranks alive, the wait is progress for the
+ * watchdog (another rank does long work before it joins); without that ring it is not, and the
+ * watchdog bounds the wait (watchdog.h). */
+static void wait_alive(MPI_Request *rq, enum heartbeat_ring ring, const char *waiting_for) {
+  const double since = wtime();
   for (int done = 0;;) {
     CHECK_MPI(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
     if (done) break;
-    if (waiting_for) watchdog_progress(waiting_for, -1);
+    if (waiting_for && heartbeat_alive(ring, since, waiting_for))
+      watchdog_progress(waiting_for, -1);
+    else
+      heartbeat_poll();
     const struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }
@@ -37,7 +46,7 @@ void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for) {
   SCD_ASSERT(bytes <= INT32_MAX);
   MPI_Request rq;
   CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, node_comm, &rq));
-  wait_alive(&rq, waiting_for); /* local rank 0 works (its own progress feeds its watchdog) */
+  wait_alive(&rq, HEARTBEAT_NODE, waiting_for); /* local rank 0 works (its own progress feeds its watchdog) */
 }
 
 void comm_init(int *argc, char ***argv) {
@@ -189,7 +198,7 @@ int comm_all_any(int flag, const char *waiting_for) {
   if (info.world_size == 1) return v;
   MPI_Request rq;
   CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD, &rq));
-  wait_alive(&rq, waiting_for);
+  wait_alive(&rq, HEARTBEAT_WORLD, waiting_for);
   return v;
 }
 

@@ -31,8 +31,10 @@ void comm_allreduce_max_f64(double *buf, size_t n);
 int comm_any(int flag);
 void comm_bcast(void *buf, size_t bytes, int root);
 /* From local rank 0 to the other ranks of its node (MPI_COMM_TYPE_SHARED); collective on the node.
- * The others wait polling, telling the watchdog they are waiting_for (NULL: silent) local rank 0's
- * work, which may take longer than &system step_timeout (a node's copy of the shards). */
+ * The others wait polling.  Local rank 0's work before it (a node's copy of the shards) may take
+ * longer than &system step_timeout: begin a HEARTBEAT_NODE ring (watchdog.h) before that work, and
+ * the wait is progress for the watchdog (waiting_for: what for) while the node's ranks show life,
+ * and ends the job when one shows none; without the ring the watchdog bounds the wait. */
 void comm_node_bcast(void *buf, size_t bytes, const char *waiting_for);
 /* all[r * bytes ...] = rank r's `mine` (bytes each, at most INT_MAX) on every rank. */
 void comm_allgather(const void *mine, void *all, size_t bytes);
@@ -58,7 +60,8 @@ void comm_at_exit(void (*fn)(void));
 int comm_group_begin(int ranks_per_group);
 void comm_group_end(void);
 /* Logical OR of a flag over every rank of MPI_COMM_WORLD, also inside a group; the ranks that
- * arrive first wait polling, telling the watchdog they are waiting_for (NULL: silent) the others. */
+ * arrive first wait polling, fed to the watchdog as waiting_for while a HEARTBEAT_WORLD ring shows
+ * every rank alive (a study's groups), bounded by the watchdog without one. */
 int comm_all_any(int flag, const char *waiting_for);
 
 /* The MPI library's version string (MPI_Get_library_version; callable before MPI_Init). */

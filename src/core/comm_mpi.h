@@ -8,5 +8,7 @@
 /* The current group's communicator (comm_group_begin), MPI_COMM_WORLD outside a group.  Every
  * collective of a calculation goes over it; only the abort path (check.c) uses MPI_COMM_WORLD. */
 MPI_Comm comm_mpi(void);
+/* The current group's node communicator (MPI_COMM_TYPE_SHARED): the ranks of this node in it. */
+MPI_Comm comm_mpi_node(void);
 
 #endif

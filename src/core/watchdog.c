@@ -22,6 +22,7 @@ static char doing[160] = "start-up";
 static int64_t at_step;
 
 void watchdog_progress(const char *what, int64_t step) {
+  heartbeat_poll(); /* a progress point shows life to the ranks that wait (main thread only) */
   if (!running) return;
   pthread_mutex_lock(&lock);
   last = wtime();
@@ -31,20 +32,26 @@ void watchdog_progress(const char *what, int64_t step) {
 }
 
 /* Never calls MPI (MPI_THREAD_FUNNELED): exiting with status 1 before MPI_Finalize is what makes the
- * launcher end the other ranks. */
-SCD_NORETURN static void expire(double idle, const char *what, int64_t step) {
-  const int rank = comm_rank(), size = comm_size();
-  char who[64] = "", where[64] = "";
-  if (size > 1) snprintf(who, sizeof who, " (rank %d of %d)", rank, size);
-  if (step >= 0) snprintf(where, sizeof where, " (global step %lld)", (long long)step);
+ * launcher end the other ranks.  Ranks are named in MPI_COMM_WORLD, also inside a study's groups. */
+SCD_NORETURN static void die(const char *why) {
+  const struct comm_info *ci = comm_get();
+  char who[64] = "";
+  if (ci->world_size > 1) snprintf(who, sizeof who, " (rank %d of %d)", ci->world_rank, ci->world_size);
   fflush(stdout);
-  fprintf(stderr,
-          "scdino: error%s: no progress for %.3g s in %s%s: another rank has died or is stuck, or the file "
-          "system or network hangs; ending the job (&system step_timeout = %g)\n",
-          who, idle, what, where, timeout);
+  fprintf(stderr, "scdino: error%s: %s; ending the job (&system step_timeout = %g)\n", who, why, timeout);
   fflush(stderr);
   scd_tmpfile_remove_all();
   _exit(SCD_EXIT_FAILURE);
+}
+
+void watchdog_expire(const char *why) { die(why); }
+
+SCD_NORETURN static void expire(double idle, const char *what, int64_t step) {
+  char where[64] = "", why[400];
+  if (step >= 0) snprintf(where, sizeof where, " (global step %lld)", (long long)step);
+  snprintf(why, sizeof why, "no progress for %.3g s in %s%s: another rank has died or is stuck, or the file system "
+           "or network hangs", idle, what, where);
+  die(why);
 }
 
 static void *watch(void *arg) {

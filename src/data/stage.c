@@ -16,6 +16,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/watchdog.h"
 #include "data/shards.h"
 #include "data/stage.h"
 
@@ -168,6 +169,9 @@ static int stage_node(const struct config *cfg, char *why, size_t n) {
 void stage_shards(const struct config *cfg, char *dir, size_t n) {
   struct stage_result r;
   memset(&r, 0, sizeof r);
+  /* The node's other ranks wait for local rank 0's copy, which may outlast step_timeout: the ring
+   * lets them tell a long copy from a stopped rank (watchdog.h). */
+  heartbeat_begin(HEARTBEAT_NODE, cfg->system.step_timeout);
   if (comm_get()->local_rank == 0 && stage_node(cfg, r.why, sizeof r.why) != 0) {
     if (!cfg->data.stage_fallback)
       scd_fatal(SCD_EXIT_FAILURE, "&data stage_dir = '%s': %s.  The copy was removed; free space there, or set "
@@ -177,5 +181,6 @@ void stage_shards(const struct config *cfg, char *dir, size_t n) {
              r.why, cfg->data.shard_dir);
   }
   comm_node_bcast(&r, sizeof r, "waiting for this node's copy of the shards"); /* the other ranks wait here */
+  heartbeat_end(HEARTBEAT_NODE);
   snprintf(dir, n, "%s", r.fallback ? cfg->data.shard_dir : cfg->data.stage_dir);
 }

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "core/check.h"
 #include "input/channel_sets.h"
 
 int channel_set_parse(const char *text, const char (*names)[CFG_WORDLEN], int nnames, int nchannels, long *ch,
@@ -27,33 +29,56 @@ int channel_set_parse(const char *text, const char (*names)[CFG_WORDLEN], int nn
       return -1;
     }
     snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+    len = strlen(tok);
+    /* "0" (quoted): a name, never an index */
+    const int quoted = len >= 2 && (tok[0] == '"' || tok[0] == '\'') && tok[len - 1] == tok[0];
+    if (quoted) {
+      memmove(tok, tok + 1, len - 2);
+      tok[len - 2] = '\0';
+    }
+    int by_name = -1;
+    for (int i = 0; i < nnames && by_name < 0; i++)
+      if (strcmp(names[i], tok) == 0) by_name = i;
     long c = -1;
-    int is_number = 1;
-    for (size_t i = 0; i < len; i++) is_number &= isdigit((unsigned char)tok[i]) != 0;
+    int is_number = !quoted;
+    for (size_t i = 0; tok[i] && is_number; i++) is_number = isdigit((unsigned char)tok[i]) != 0;
     if (is_number) {
       errno = 0;
-      c = strtol(tok, NULL, 10);
+      const long index = strtol(tok, NULL, 10);
       const int limit = nchannels >= 0 ? nchannels : nnames;
-      if (errno || (limit > 0 && c >= limit)) {
+      const int is_index = !errno && (limit <= 0 || index < limit);
+      if (is_index && by_name >= 0 && by_name != index) {
+        char named[CFG_WORDLEN + 8];
+        if (index < nnames)
+          snprintf(named, sizeof named, "%s", names[index]);
+        else
+          snprintf(named, sizeof named, "ch%ld", index);
+        snprintf(why, n, "'%s': %s is ambiguous: the index of channel %ld (named '%s') and the name of channel %d; a "
+                 "channel in double quotes is always a name: write \"%s\" for channel %ld, \"%s\" for channel %d",
+                 text, tok, index, named, by_name, named, index, tok, by_name);
+        return -1;
+      }
+      if (is_index) {
+        c = index;
+      } else if (by_name >= 0) { /* a number that names a channel and is no index: '405' */
+        c = by_name;
+      } else {
         snprintf(why, n, "'%s': channel %s does not exist (%s %d channels, 0 to %d)", text, tok,
                  nchannels >= 0 ? "the images have" : "channel_names names", limit, limit - 1);
         return -1;
       }
+    } else if (by_name >= 0) {
+      c = by_name;
+    } else if (nnames == 0) {
+      unresolved = 1;
     } else {
-      for (int i = 0; i < nnames && c < 0; i++)
-        if (strcmp(names[i], tok) == 0) c = i;
-      if (c < 0 && nnames == 0) {
-        unresolved = 1;
-      } else if (c < 0) {
-        char list[1024] = "";
-        for (int i = 0; i < nnames; i++) {
-          const size_t used = strlen(list);
-          snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "", names[i]);
-        }
-        snprintf(why, n, "'%s': no channel is named '%s' (the channels: %s, or their 0-based indices)", text, tok,
-                 list);
-        return -1;
+      char list[1024] = "";
+      for (int i = 0; i < nnames; i++) {
+        const size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "", names[i]);
       }
+      snprintf(why, n, "'%s': no channel is named '%s' (the channels: %s, or their 0-based indices)", text, tok, list);
+      return -1;
     }
     if (!unresolved) {
       for (int i = 0; i < count; i++)
@@ -83,8 +108,53 @@ int channel_set_same(const long *a, int na, const long *b, int nb) {
   return 1;
 }
 
-int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN], int nnames, char *out, size_t n,
-                        char *why, size_t whyn) {
+/* The study's own outputs in run_dir (study_report.c, main.c's echo, examples/plot_study.py). */
+static const char *const reserved[] = {"study.txt", "study.h5", "input.echo.nml", "plots"};
+/* The endings of scdino's output files: a folder named so would pass for one. */
+static const char *const file_ends[] = {".h5", ".txt", ".nml", ".png"};
+
+/* Why the folder name cannot be one under run_dir, or NULL. */
+static const char *folder_refused(const char *name, const char *run_dir, long name_max, char *why, size_t n) {
+  const size_t len = strlen(name);
+  if (name[0] == '.') {
+    snprintf(why, n, "the folder name '%.80s' begins with '.' (a hidden name; run_dir's lock is .scdino.lock)", name);
+    return why;
+  }
+  for (size_t i = 0; i < len; i++)
+    if (iscntrl((unsigned char)name[i])) {
+      snprintf(why, n, "the folder name '%.80s' holds a control character", name);
+      return why;
+    }
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strcmp(name, reserved[i]) == 0) {
+      snprintf(why, n, "the folder name '%s' is one of the study's own outputs in run_dir (study.txt, study.h5, "
+               "input.echo.nml, plots)", name);
+      return why;
+    }
+  for (size_t i = 0; i < sizeof file_ends / sizeof file_ends[0]; i++) {
+    const size_t e = strlen(file_ends[i]);
+    if (len >= e && strcmp(name + len - e, file_ends[i]) == 0) {
+      snprintf(why, n, "the folder name '%.80s' ends in %s, as scdino's output files do", name, file_ends[i]);
+      return why;
+    }
+  }
+  if (name_max > 0 && len > (size_t)name_max) {
+    snprintf(why, n, "the folder name '%.80s...' has %zu bytes; a file name may have at most %ld here", name, len,
+             name_max);
+    return why;
+  }
+  const size_t path = strlen(run_dir) + 1 + len, most = CFG_STRLEN - 1 - CHANNEL_SET_PATH_ROOM;
+  if (path > most) {
+    snprintf(why, n, "the folder run_dir/<set> = '%.200s/%.80s%s' has %zu characters, more than the %zu allowed (room "
+             "is kept for the files in it): choose a shorter run_dir or shorter channel names", run_dir, name,
+             len > 80 ? "..." : "", path, most);
+    return why;
+  }
+  return NULL;
+}
+
+int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN], int nnames, const char *run_dir,
+                        long name_max, char *out, size_t n, char *why, size_t whyn) {
   size_t used = 0;
   out[0] = '\0';
   for (int i = 0; i < nch; i++) {
@@ -93,6 +163,11 @@ int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN
       snprintf(one, sizeof one, "%s", names[ch[i]]);
     else
       snprintf(one, sizeof one, "ch%ld", ch[i]);
+    if (!one[0]) {
+      snprintf(why, whyn, "channel %ld has an empty name: the set's folder would be run_dir itself (name the "
+               "channels with &data channel_names)", ch[i]);
+      return -1;
+    }
     if (strchr(one, '/') || strcmp(one, ".") == 0 || strcmp(one, "..") == 0) {
       snprintf(why, whyn, "the channel name '%s' cannot be part of a folder name", one);
       return -1;
@@ -104,18 +179,35 @@ int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN
     }
     used += (size_t)w;
   }
-  return 0;
+  return folder_refused(out, run_dir, name_max, why, whyn) ? -1 : 0;
 }
 
-/* ---- a study's list of sets: each parsed once, each compared with those before it ---- */
+int channel_set_folders_clash(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
 
-int channel_sets_parse_one(const char (*texts)[CFG_WORDLEN], int i, const char (*names)[CFG_WORDLEN], int nnames,
-                           int nchannels, long (*sets)[CHANNEL_SET_MAX], const int *counts, char *why, size_t n) {
-  const int count = channel_set_parse(texts[i], names, nnames, nchannels, sets[i], why, n);
-  for (int j = 0; j < i && count > 0; j++)
-    if (counts[j] > 0 && channel_set_same(sets[i], count, sets[j], counts[j])) {
-      snprintf(why, n, "'%s' selects the same channels as channel_sets(%d) = '%s'", texts[i], j + 1, texts[j]);
-      return -3;
+int channel_set_list_add(struct channel_set_list *l, int i, char *why, size_t n) {
+  SCD_ASSERT(i >= 0 && i < CHANNEL_SET_LIST_MAX);
+  const char *text = l->texts[i];
+  l->folder[i][0] = '\0';
+  int count = channel_set_parse(text, l->names, l->nnames, l->nchannels, l->ch[i], why, n);
+  if (count > 0 && l->run_dir &&
+      channel_set_dirname(l->ch[i], count, l->names, l->nnames, l->run_dir, l->name_max, l->folder[i],
+                          sizeof l->folder[i], why, n) != 0)
+    count = -3;
+  l->count[i] = count;
+  for (int j = 0; j < i && count > 0; j++) {
+    if (l->count[j] <= 0) continue;
+    if (channel_set_same(l->ch[i], count, l->ch[j], l->count[j])) {
+      snprintf(why, n, "'%s' selects the same channels as channel_sets(%d) = '%s'", text, j + 1, l->texts[j]);
+      return l->count[i] = -4;
     }
+    if (l->run_dir && channel_set_folders_clash(l->folder[i], l->folder[j])) {
+      const int same = strcmp(l->folder[i], l->folder[j]) == 0;
+      snprintf(why, n, "'%s' would write the folder %s/%s of channel_sets(%d) = '%s'%s%s%s (their channel names "
+               "joined by _): give the channels other names with &data channel_names", text, l->run_dir,
+               l->folder[j], j + 1, l->texts[j], same ? "" : " (as ", same ? "" : l->folder[i],
+               same ? "" : ", the same folder where case is ignored)");
+      return l->count[i] = -5;
+    }
+  }
   return count;
 }

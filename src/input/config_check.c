@@ -5,6 +5,7 @@
  * one named that the deck contains), or at the whole file when both came from the defaults. */
 #include "build_config.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -251,14 +252,24 @@ static void check_study(const struct checker *c) {
     report(c, calc, NULL, "calculation = 'study' needs &study channel_sets (e.g. channel_sets = '0,1,2', '0', '1,2')");
     return;
   }
-  static long got[32][CHANNEL_SET_MAX];
-  int count[32];
+  /* The run folders are checked here when the deck names the channels (else the manifest names
+   * them, and the study checks the folders before any set runs). */
+  _Static_assert(sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0] <= CHANNEL_SET_LIST_MAX,
+                 "a channel_set_list holds every set of the deck");
+  static struct channel_set_list l;
+  struct channel_set_list *list = &l;
+  memset(list, 0, sizeof *list);
+  list->texts = (const char(*)[CFG_WORDLEN])cfg->study.channel_sets;
+  list->names = (const char(*)[CFG_WORDLEN])cfg->data.channel_names;
+  list->nnames = (int)cfg->data.n_channel_names, list->nchannels = -1;
+  list->run_dir = list->nnames > 0 && !bad(c, config_key("control", "run_dir")) ? cfg->control.run_dir : NULL;
+  list->name_max = NAME_MAX;
   for (int i = 0; i < cfg->study.n_channel_sets; i++) {
     char why[1200];
-    count[i] = channel_sets_parse_one((const char(*)[CFG_WORDLEN])cfg->study.channel_sets, i,
-                                      (const char(*)[CFG_WORDLEN])cfg->data.channel_names, cfg->data.n_channel_names,
-                                      -1, got, count, why, sizeof why);
-    if (count[i] == -1 || count[i] == -3) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
+    const int got = channel_set_list_add(list, i, why, sizeof why);
+    if (got == -1 || got == -4) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
+    if (got == -3) report(c, sets, names, "channel_sets(%d) = '%s': %s", i + 1, cfg->study.channel_sets[i], why);
+    if (got == -5) report(c, sets, names, "channel_sets(%d) = %s", i + 1, why);
   }
 }
 

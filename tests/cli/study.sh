@@ -6,7 +6,10 @@
 # in 4 groups of 1 with three idle); stop and restart (finished sets skipped, the stopped one
 # continued, bit-identical to an uninterrupted study) on 1, 2 and 4 ranks; comm groups themselves
 # (test_comm_group on 1, 2 and 4 ranks); bad decks: unknown channel index or name, repeated sets,
-# ranks_per_run that does not divide the ranks or exceeds them, data.channels in a study.
+# ranks_per_run that does not divide the ranks or exceeds them, data.channels in a study; sets
+# whose folders clash (also only in case), whose folder is an output of the study, empty or longer
+# than NAME_MAX, numbers that are one channel's index and another's name, all refused before any
+# set runs, from the deck's channel names or the manifest's; a set's folder locked by another job.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 . "$top_srcdir/tests/faults/fault_lib.sh"
@@ -195,5 +198,61 @@ bad 4 "&study ranks_per_run = 3 does not divide the 4 ranks of this launch" "'0'
 study_deck bad "'0'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channels = 0, 1/" >bad.nml
 bounded 2 "$SCDINO" bad.nml
 expect_grep "channels is not used with calculation = 'study'"
+# The folders, when the deck names the channels: 'a_b,c' and 'a,b_c' would both write bad/a_b_c.
+study_deck bad "'a_b,c', 'a,b_c'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channel_names = 'a_b', 'c', 'a', 'b_c'/" >bad.nml
+bounded 2 "$SCDINO" bad.nml
+expect_grep "bad.nml:10:8: channel_sets\(2\) = 'a,b_c' would write the folder bad/a_b_c of channel_sets\(1\) = 'a_b,c' \(their channel names joined by _\)"
+
+# ---- the sets' folders and channels against the manifest's channel names, before any set runs:
+# every refusal is exit 2 with nothing trained (bad/ holds the study's echoed deck only).
+# named SHARDS NAMES: a copy of the shards whose manifest names the channels NAMES (a,b,c)
+named() {
+  rm -rf "$1" && cp -r shards "$1" && "$top_builddir/tests/hostile/h5edit" "$1/manifest.h5" strs channel_names "$2" ||
+    exit 99
+}
+# bad_named SHARDS RANKS PATTERN SETS [STUDY_KEYS]
+bad_named() {
+  study_deck bad "$4" "$5" | sed "s/shard_dir = 'shards'/shard_dir = '$1'/" >bad.nml
+  if [ "$2" = 1 ]; then
+    bounded 2 "$SCDINO" bad.nml
+  else
+    bounded 2 $MPIEXEC -n "$2" "$SCDINO" bad.nml
+  fi
+  expect_grep "$3"
+  nchecks=$((nchecks + 1))
+  left=$(ls -A bad | grep -v -x input.echo.nml)
+  [ -z "$left" ] || fail "a set ran or left files despite the error: bad/ holds $left"
+  rm -rf bad
+}
+# Two sets, one folder: on 2 ranks in groups of 1 both groups would write bad/x_y at once.
+named xy_shards 'x,y,x_y'
+bad_named xy_shards 2 "&study channel_sets\(2\) = 'x_y' would write the folder bad/x_y of channel_sets\(1\) = 'x,y'" \
+  "'x,y', 'x_y'" "ranks_per_run = 1"
+named case_shards 'BF,bf,DNA'
+bad_named case_shards 1 "would write the folder bad/BF of channel_sets\(1\) = 'BF' \(as bf, the same folder where case is ignored\)" "'BF', 'bf'"
+# A number that is the index of one channel and the name of another; a set named like the study's
+# own outputs (after a set that would have trained first).
+named num_shards '1,0,study.h5'
+bad_named num_shards 1 "&study channel_sets\(1\) = '0': 0 is ambiguous: the index of channel 0 \(named '1'\) and the name of channel 1; a channel in double quotes is always a name: write \"1\" for channel 0, \"0\" for channel 1" "'0'"
+bad_named num_shards 1 "&study channel_sets\(2\) = 'study.h5': the folder name 'study.h5' is one of the study's own outputs in run_dir" \
+  "'\"1\"', 'study.h5'"
+# An empty channel name: that set's folder would be run_dir itself.
+named empty_shards 'a,,c'
+bad_named empty_shards 1 "&study channel_sets\(2\) = '1': channel 1 has an empty name: the set's folder would be run_dir itself" "'a', '1'"
+# Longer than a file name may be (NAME_MAX): five names of 63 characters joined.
+long=$(printf '%063d' 0 | tr 0 L)
+"$top_builddir/tests/fixtures/train_mkdata" long_shards 40 5 20 20 >/dev/null || exit 99
+"$top_builddir/tests/hostile/h5edit" long_shards/manifest.h5 strs channel_names "${long}A,${long}B,${long}C,${long}D,${long}E" ||
+  exit 99
+bad_named long_shards 1 "&study channel_sets\(2\) = '0,1,2,3,4': the folder name 'L+_L+[.][.][.]' has 319 bytes; a file name may have at most [0-9]+ here" \
+  "'0', '0,1,2,3,4'"
+# A set's folder is locked by its group while it runs: a lock of another live process is refused.
+mkdir -p bad/ch2 && echo "host=$(hostname) pid=$$ job= since=1" >bad/ch2/.scdino.lock || exit 99
+study_deck bad "'ch2'" >bad.nml
+bounded 2 "$SCDINO" bad.nml
+expect_grep "run_dir 'bad/ch2' is in use by another scdino job \(pid $$ on host"
+nchecks=$((nchecks + 1))
+[ -e bad/ch2/pipeline.txt ] && fail "the set ran in a locked folder"
+rm -rf bad
 
 finish
