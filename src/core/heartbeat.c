@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/check.h"
+#include "core/heartbeat.h"
 #include "core/comm.h"
 #include "core/comm_mpi.h"
 #include "core/log.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/heartbeat.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/watchdog.h"

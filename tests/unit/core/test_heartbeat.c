@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/watchdog.h"
 
