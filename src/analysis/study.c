@@ -12,6 +12,7 @@
 #include "analysis/pipeline.h"
 #include "analysis/study.h"
 #include "core/check.h"
+#include "core/heartbeat.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"

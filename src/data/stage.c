@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/heartbeat.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/hash.h"

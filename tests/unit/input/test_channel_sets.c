@@ -2,7 +2,8 @@
  * every error, names not known yet, quoted names, numbers that are names, numbers that would be
  * both), comparing sets in any order, their run folder names (every refused name, clashes), and
  * the deck checks of &study (sets required, repeats, unknown channels, ambiguous numbers, folders
- * that clash or cannot be made, keys a study does not use). */
+ * that clash or cannot be made, keys a study does not use), and a study's list (each set against
+ * those before it: repeats and shared folders). */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -183,6 +184,18 @@ static void test_list(void) {
   list_begin(rs, reserved, 1, 1, "run");
   T_CHECK(list_one(0) == -3 && strstr(why, "one of the study's own outputs"), "[%s]", why);
 }
+
+static char err[1 << 16];
+static struct config C;
+
+static int deck(const char *text) {
+  err[0] = '\0';
+  return config_parse_text("t.nml", text, &C, err, sizeof err);
+}
+
+#define STUDY "&control calculation = 'study' /\n"
+#define D100 "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+#define LONG_DIR D100 D100 D100 D100 D100 D100 D100 D100 D100 "d/dddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
 
 static void test_deck(void) {
   T_CHECK(deck(STUDY "&study channel_sets = '0,1,2,3,4', '0', '1', '2,3', ranks_per_run = 2 /\n") == 0, "%s", err);
