@@ -201,6 +201,7 @@ int attention_run(const struct config *cfg) {
 
   int64_t n;
   int64_t *idx = choose_images(cfg, ds, &n);
+  if (comm_rank() == 0) attention_claim_outputs(cfg->control.run_dir, ds, d.heads, idx, n, sz, nsizes);
   log_info("attention: %s network of %s (epoch %" PRId64 "), %" PRId64 " image(s) (%ld per class), %d head(s)",
            net.key, ckpt, epoch, n, cfg->attention.images_per_class, d.heads);
   for (int s = 0; s < nsizes; s++) {

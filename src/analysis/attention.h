@@ -70,6 +70,10 @@ void attention_mask(const float *map, int np, double threshold, uint8_t *mask);
 /* attention.h5 at path, atomically. */
 void attention_write_h5(const char *path, struct dataset *ds, const struct features_net *net, int64_t epoch,
                         uint64_t seed, const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes);
+/* Before the maps are computed: end the job (exit 2) when attention.h5 or a PNG of the tree would
+ * replace an input of the run or a file of another kind (core/fsutil.h, fs_output_claim). */
+void attention_claim_outputs(const char *run_dir, struct dataset *ds, int heads, const int64_t *idx, int64_t n,
+                             const struct attention_size *sz, int nsizes);
 /* The PNG tree under run_dir/attention/. */
 void attention_write_pngs(const char *run_dir, struct dataset *ds, const struct features_net *net,
                           const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes);

@@ -105,9 +105,13 @@ static void safe_name(const char *s, char *buf, size_t n) {
   if (!strcmp(buf, ".") || !strcmp(buf, "..") || !buf[0]) snprintf(buf, n, "_");
 }
 
-void attention_write_pngs(const char *run_dir, struct dataset *ds, const struct features_net *net,
-                          const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes) {
-  const int heads = net->vit.d.heads, p = net->vit.d.patch, C = sz[0].prep.nsel;
+/* Every PNG file of the tree under run_dir/attention/, in order: visit(dir, file, i, s, head, channel,
+ * arg) with head >= 0 for a map, channel >= 0 for an input channel (the other -1); a folder's first
+ * file is head 0. */
+typedef void (*png_visit)(const char *dir, const char *file, int64_t i, int s, int head, int channel, void *arg);
+static void png_tree(const char *run_dir, struct dataset *ds, int heads, const int64_t *idx, int64_t n,
+                     const struct attention_size *sz, int nsizes, png_visit visit, void *arg) {
+  const int C = sz[0].prep.nsel;
   char (*stems)[256] = xcalloc((size_t)n, sizeof *stems);
   char rel[4096], dir[4800], file[5400], tmp[256], cls[256];
   for (int64_t i = 0; i < n; i++) {
@@ -125,21 +129,59 @@ void attention_write_pngs(const char *run_dir, struct dataset *ds, const struct 
   for (int64_t i = 0; i < n; i++) {
     safe_name(dataset_class_name(ds, dataset_label(ds, idx[i])), cls, sizeof cls);
     for (int s = 0; s < nsizes; s++) {
-      const struct attention_size *z = &sz[s];
-      snprintf(dir, sizeof dir, "%s/attention/%s/%s/image_size_%d", run_dir, cls, stems[i], z->size);
-      fs_mkdir_p(dir);
-      const size_t np = (size_t)z->gh * z->gw, hw = (size_t)z->h * z->w;
+      snprintf(dir, sizeof dir, "%s/attention/%s/%s/image_size_%d", run_dir, cls, stems[i], sz[s].size);
       for (int hd = 0; hd < heads; hd++) {
         snprintf(file, sizeof file, "%s/attn-head%d.png", dir, hd);
-        const size_t k = ((size_t)i * heads + hd) * np;
-        attention_png_map(file, z->maps + k, z->masks ? z->masks + k : NULL, z->gh, z->gw, p);
+        visit(dir, file, i, s, hd, -1, arg);
       }
       for (int c = 0; c < C; c++) {
-        safe_name(dataset_channel_name(ds, z->prep.sel[c]), tmp, sizeof tmp);
+        safe_name(dataset_channel_name(ds, sz[s].prep.sel[c]), tmp, sizeof tmp);
         snprintf(file, sizeof file, "%s/channel_%s.png", dir, tmp);
-        attention_png_gray(file, z->imgs + ((size_t)i * C + c) * hw, z->h, z->w);
+        visit(dir, file, i, s, -1, c, arg);
       }
     }
   }
   free(stems);
+}
+
+struct png_out {
+  const struct attention_size *sz;
+  int heads, patch;
+};
+
+static void write_png(const char *dir, const char *file, int64_t i, int s, int head, int channel, void *arg) {
+  const struct png_out *o = arg;
+  const struct attention_size *z = &o->sz[s];
+  if (head == 0) fs_mkdir_p(dir);
+  if (head >= 0) {
+    const size_t k = ((size_t)i * o->heads + head) * (size_t)z->gh * z->gw;
+    attention_png_map(file, z->maps + k, z->masks ? z->masks + k : NULL, z->gh, z->gw, o->patch);
+  } else {
+    const size_t hw = (size_t)z->h * z->w;
+    attention_png_gray(file, z->imgs + ((size_t)i * z->prep.nsel + channel) * hw, z->h, z->w);
+  }
+}
+
+void attention_write_pngs(const char *run_dir, struct dataset *ds, const struct features_net *net,
+                          const int64_t *idx, int64_t n, const struct attention_size *sz, int nsizes) {
+  struct png_out o = {sz, net->vit.d.heads, net->vit.d.patch};
+  png_tree(run_dir, ds, o.heads, idx, n, sz, nsizes, write_png, &o);
+}
+
+static const char claim_hint[] = "the maps go to control.run_dir/attention.h5 and control.run_dir/attention/: "
+                                 "choose another run_dir";
+
+static void claim_png(const char *dir, const char *file, int64_t i, int s, int head, int channel, void *arg) {
+  (void)dir, (void)i, (void)s, (void)head, (void)channel, (void)arg;
+  static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static const struct fs_magic png = {signature, sizeof signature};
+  fs_output_claim(file, "attention map", fs_own_magic, &png, claim_hint);
+}
+
+void attention_claim_outputs(const char *run_dir, struct dataset *ds, int heads, const int64_t *idx, int64_t n,
+                             const struct attention_size *sz, int nsizes) {
+  char path[4096];
+  fs_join(path, sizeof path, run_dir, "attention.h5");
+  fs_output_claim(path, "attention file", h5util_own_format, ATTENTION_FORMAT, claim_hint);
+  png_tree(run_dir, ds, heads, idx, n, sz, nsizes, claim_png, NULL);
 }

@@ -141,7 +141,10 @@ void features_extract(const struct config *cfg, char *path, size_t n);
 /* Checkpoint the deck names: features.checkpoint, else run_dir/checkpoint.h5. */
 void features_checkpoint_path(const struct config *cfg, char *buf, size_t n);
 /* Collective: the backbone dimensions of a checkpoint (its recorded hyperparameters, else the
- * deck's &model for the selected channels), checked against the channel selection of prep.
+ * deck's &model for the selected channels), checked against the channel selection of prep and
+ * against every &model key the deck sets itself (a contradiction ends the job with exit 3 naming
+ * the key and both values; keys left at their defaults take the checkpoint's values).  The
+ * checkpoint and the manifest become inputs of the run (fs_input_add: no output replaces them).
  * *epoch gets the number of its last finished epoch (0-based, the EEEE of checkpoint_EEEE.h5;
  * 0 when it records none). */
 void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
+#include "core/h5util.h"
 #include "core/log.h"
 #include "data/shards.h"
 #include "data/split.h"
@@ -26,13 +27,83 @@ static void join_channels(char *buf, size_t n, const int *ch, int count) {
     len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? ", " : "", ch[i]);
 }
 
+/* A model key the deck sets against the checkpoint's value of it. */
+SCD_NORETURN static void model_differs(const char *checkpoint, const char *key, const char *deck, const char *file) {
+  scd_fatal(SCD_EXIT_DATA, "checkpoint %s does not fit this deck: &model %s = %s in the deck, but %s in the "
+            "checkpoint; leave %s out of the deck to take the checkpoint's model, or name the checkpoint "
+            "that has this one", checkpoint, key, deck, file, key);
+}
+
+static void int_differs(const char *checkpoint, const struct config *cfg, const char *key, long deck, long file) {
+  if (!config_deck_sets(cfg, "model", key) || deck == file) return;
+  char a[32], b[32];
+  snprintf(a, sizeof a, "%ld", deck);
+  snprintf(b, sizeof b, "%ld", file);
+  model_differs(checkpoint, key, a, b);
+}
+
+/* The network is the checkpoint's, but a model key the deck sets itself must agree with it (a key
+ * left at its default takes the checkpoint's value): otherwise the features would silently be
+ * those of another network than the deck describes (doc/faults.md).  Exit 3, as a restart or
+ * init_from with another model. */
+static void check_deck_model(const struct config *cfg, const char *checkpoint, const struct ckpt_info *info) {
+  if (!info->has_spec) return; /* the deck's model is built, and every tensor's shape checked as it loads */
+  const struct vit_dims *v = &info->spec.vit;
+  const int custom = !strcmp(cfg->model.arch, "custom");
+  if (config_deck_sets(cfg, "model", "arch") && !custom) {
+    const char *names[4] = {"embed_dim", "depth", "num_heads", "mlp_hidden"};
+    const int want[4] = {config_embed_dim(cfg), config_depth(cfg), config_num_heads(cfg), config_mlp_hidden(cfg)};
+    const int got[4] = {v->dim, v->depth, v->heads, v->mlp_hidden};
+    for (int i = 0; i < 4; i++)
+      if (want[i] != got[i]) {
+        char a[128], b[160];
+        snprintf(a, sizeof a, "'%s' (%s %d)", cfg->model.arch, names[i], want[i]);
+        snprintf(b, sizeof b, "%s %d%s%s%s", names[i], got[i], info->arch[0] ? " (arch '" : "", info->arch,
+                 info->arch[0] ? "')" : "");
+        model_differs(checkpoint, "arch", a, b);
+      }
+  }
+  if (custom) { /* a named architecture ignores these (config_check refuses other values) */
+    int_differs(checkpoint, cfg, "embed_dim", cfg->model.embed_dim, v->dim);
+    int_differs(checkpoint, cfg, "depth", cfg->model.depth, v->depth);
+    int_differs(checkpoint, cfg, "num_heads", cfg->model.num_heads, v->heads);
+    const long dim = config_deck_sets(cfg, "model", "embed_dim") ? cfg->model.embed_dim : v->dim;
+    const int hidden = (int)((double)dim * cfg->model.mlp_ratio);
+    if (config_deck_sets(cfg, "model", "mlp_ratio") && hidden != v->mlp_hidden) {
+      char a[96], b[96];
+      snprintf(a, sizeof a, "%g (an MLP of %d for embed_dim %ld)", cfg->model.mlp_ratio, hidden, dim);
+      snprintf(b, sizeof b, "an MLP of %d", v->mlp_hidden);
+      model_differs(checkpoint, "mlp_ratio", a, b);
+    }
+  }
+  int_differs(checkpoint, cfg, "patch_size", cfg->model.patch_size, v->patch);
+  if (config_deck_sets(cfg, "model", "gelu_approximate") &&
+      strcmp(cfg->model.gelu_approximate, v->gelu_approx ? "tanh" : "none") != 0) {
+    char a[80];
+    snprintf(a, sizeof a, "'%s'", cfg->model.gelu_approximate);
+    model_differs(checkpoint, "gelu_approximate", a, v->gelu_approx ? "'tanh'" : "'none'");
+  }
+  if (!info->has_head) return; /* a backbone-only import */
+  const struct head_dims *h = &info->spec.head;
+  int_differs(checkpoint, cfg, "out_dim", cfg->model.out_dim, h->out_dim);
+  int_differs(checkpoint, cfg, "head_hidden_dim", cfg->model.head_hidden_dim, h->hidden);
+  int_differs(checkpoint, cfg, "head_bottleneck_dim", cfg->model.head_bottleneck_dim, h->bottleneck);
+  int_differs(checkpoint, cfg, "head_nlayers", cfg->model.head_nlayers, h->nlayers);
+}
+
 void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
                               const struct features_prep *prep, struct vit_dims *d, int64_t *epoch) {
   if (!fs_exists(checkpoint))
     scd_fatal(SCD_EXIT_INPUT, "checkpoint '%s' not found (set features.checkpoint, or train first: "
               "calculation='train' writes run_dir/%s)", checkpoint, CKPT_FILE);
+  /* What the step reads, no output of it may replace (core/fsutil.h). */
+  char manifest[4096];
+  fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
+  fs_input_add(manifest, "manifest");
+  fs_input_add(checkpoint, "checkpoint");
   struct ckpt_info info;
   checkpoint_read_info(checkpoint, &info);
+  check_deck_model(cfg, checkpoint, &info);
   const int adapt = cfg->model.use_mean_patch_embedding || cfg->model.n_custom_embedding_map > 0;
   if (info.nchannels > 0 && !adapt) { /* adapted on purpose: other channels are the point */
     int same = info.nchannels == prep->nsel;
@@ -171,7 +242,12 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   char name[64], path[4096];
   features_filename(name, sizeof name, epoch);
   fs_join(path, sizeof path, cfg->control.run_dir, name);
-  if (root) fs_mkdir_p(cfg->control.run_dir);
+  if (root) {
+    fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT,
+                    "its name is control.run_dir/features_EEEE.h5 (EEEE: the checkpoint's epoch), so choose "
+                    "another run_dir or name the checkpoint elsewhere");
+    fs_mkdir_p(cfg->control.run_dir);
+  }
   struct features_stream *stream = features_stream_open(path, n, d.dim, (int)cfg->features.batch_size);
   const double t1 = wtime();
   features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, stream, status, "features");

@@ -171,6 +171,10 @@ int64_t knn_report_pick_k(const struct knn_report *rep, int64_t want);
 void knn_report_text(const struct knn_report *rep, FILE *f, int full);
 /* Write run_dir/knn.txt and run_dir/knn.h5 atomically (one rank calls it). */
 void knn_report_write(const struct knn_report *rep, const char *run_dir);
+/* Before the evaluation, on the rank that will write them: end the job (exit 2) when knn.txt or
+ * knn.h5 of run_dir would replace an input of the run or a file that is not a kNN report
+ * (core/fsutil.h, fs_output_claim). */
+void knn_report_claim(const char *run_dir);
 void knn_report_free(struct knn_report *rep);
 
 /* ---- Raw-pixel baseline (knn_pixels.c) -------------------------------------------------------- */

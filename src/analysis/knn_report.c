@@ -44,9 +44,12 @@ static int name_width(const struct knn_report *rep) {
  * default rounding mode). */
 static long py_round(double x) { return (long)rint(x); }
 
+#define KNN_FORMAT "scdino-knn"
+#define KNN_TXT_FIRST "Run: " /* how knn.txt begins (upstream's first line) */
+
 static void text_upstream(const struct knn_report *rep, FILE *f) {
   const struct knn_result *r = &rep->sets[0].res;
-  fprintf(f, "Run: %s_epoch%" PRId64 "\n", rep->features_file, rep->epoch);
+  fprintf(f, KNN_TXT_FIRST "%s_epoch%" PRId64 "\n", rep->features_file, rep->epoch);
   for (int j = 0; j < r->nk; j++)
     fprintf(f, "%" PRId64 "-NN Top1: %ld, Top2: %ld\n", r->k[j], py_round(r->top1[j]), py_round(r->top2[j]));
   fprintf(f, "----\n");
@@ -165,7 +168,7 @@ static void write_h5(const struct knn_report *rep, const char *path) {
   const hsize_t K = (hsize_t)r0->nk, C = (hsize_t)rep->nclasses;
   struct h5util_image img;
   hid_t fid = h5util_image_begin(path, &img);
-  h5util_attr_write_str(fid, "format", "scdino-knn");
+  h5util_attr_write_str(fid, "format", KNN_FORMAT);
   h5util_attr_write_i64(fid, "version", 2); /* 2: checksummed */
   h5util_attr_write_str(fid, "features_file", rep->features_file);
   h5util_attr_write_str(fid, "checkpoint", rep->checkpoint);
@@ -217,6 +220,13 @@ void knn_report_write(const struct knn_report *rep, const char *run_dir) {
 
   fs_join(path, sizeof path, run_dir, "knn.h5");
   write_h5(rep, path);
+}
+
+void knn_report_claim(const char *run_dir) {
+  static const char hint[] = "the kNN report goes to control.run_dir: choose another run_dir";
+  char path[4096];
+  fs_output_claim(fs_join(path, sizeof path, run_dir, "knn.txt"), "kNN report", fs_own_text, KNN_TXT_FIRST, hint);
+  fs_output_claim(fs_join(path, sizeof path, run_dir, "knn.h5"), "kNN report", h5util_own_format, KNN_FORMAT, hint);
 }
 
 void knn_report_free(struct knn_report *rep) {

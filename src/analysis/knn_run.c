@@ -161,6 +161,8 @@ int knn_run(const struct config *cfg) {
 
   char fpath[4096];
   pick_features_file(cfg, fpath, sizeof fpath);
+  fs_input_add(fpath, "features file");
+  if (comm_rank() == 0) knn_report_claim(cfg->control.run_dir); /* before anything is computed for it */
   double t0 = wtime();
   struct features f;
   features_read_meta(fpath, &f); /* each rank reads the rows it uses (knn_evaluate_rows) */

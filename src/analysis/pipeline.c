@@ -70,10 +70,12 @@ void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
   CHECK_H5(H5Fclose(f));
 }
 
+#define PIPELINE_TXT_FIRST "==== scdino pipeline summary" /* how pipeline.txt begins */
+
 void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
   char dur[32];
   double total = 0;
-  fprintf(f, "==== scdino pipeline summary ====\n");
+  fprintf(f, PIPELINE_TXT_FIRST " ====\n");
   fprintf(f, "  images      : %lld in %s (%lld in the training split); %lld feature rows\n", s->images, s->shard_dir,
           s->train_images, s->feature_rows);
   if (isfinite(s->final_loss))
@@ -145,6 +147,23 @@ int pipeline_prepare(const struct config *c) {
   return prepare_run(c);
 }
 
+/* Before anything runs (rank 0): the outputs whose names are known now - the features file's is
+ * that of the last epoch - may not replace an input of the run or a file of another kind
+ * (core/fsutil.h).  Each step checks its own again as it starts (the attention PNGs only then). */
+static void claim_outputs(const struct config *c) {
+  static const char hint[] = "the pipeline writes its outputs to control.run_dir: choose another run_dir";
+  char path[4096], name[64];
+  features_filename(name, sizeof name, c->training.epochs - 1);
+  fs_join(path, sizeof path, c->control.run_dir, name);
+  fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT, hint);
+  knn_report_claim(c->control.run_dir);
+  if (c->attention.in_pipeline)
+    fs_output_claim(fs_join(path, sizeof path, c->control.run_dir, "attention.h5"), "attention file",
+                    h5util_own_format, ATTENTION_FORMAT, hint);
+  fs_output_claim(fs_join(path, sizeof path, c->control.run_dir, "pipeline.txt"), "pipeline summary", fs_own_text,
+                  PIPELINE_TXT_FIRST, hint);
+}
+
 /* The pipeline; with_prepare 0: the shards were prepared (and checked) before (a study). */
 static int pipeline_steps(const struct config *cfg, int with_prepare) {
   static struct pipeline_summary s;
@@ -161,6 +180,7 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
   if (cfg->knn.features[0])
     log_warn("pipeline: knn.features = '%s' is not used; kNN runs on the features just computed", cfg->knn.features);
 
+  if (comm_rank() == 0) claim_outputs(&c);
   double t = wtime();
   step_begin(&s, "prepare");
   if (with_prepare) {

@@ -73,6 +73,10 @@ int h5util_optional(const char *kind, const char *file, int rc);
  * *fid is closed by the caller after success. */
 int h5util_file_open(const char *path, hid_t *fid);
 
+/* An output's own kind of file (fs_own_fn, core/fsutil.h): 1 when path is an HDF5 file whose root
+ * attribute 'format' is the string format ("scdino-features"), else 0.  Takes the lock itself. */
+int h5util_own_format(const char *path, const void *format);
+
 /* A single string, 64-bit integer, or double attribute `name` of obj (a file, group or dataset). */
 int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n);
 int h5util_attr_read_i64(hid_t obj, const char *name, int64_t *v);

@@ -69,6 +69,19 @@ int h5util_file_open(const char *path, hid_t *fid) {
   return ok();
 }
 
+int h5util_own_format(const char *path, const void *format) {
+  h5util_lock();
+  hid_t f;
+  int own = 0;
+  if (h5util_file_open(path, &f) == H5UTIL_OK) {
+    char got[128];
+    own = h5util_attr_read_str(f, "format", got, sizeof got) == H5UTIL_OK && !strcmp(got, format);
+    CHECK_H5(H5Fclose(f));
+  }
+  h5util_unlock();
+  return own;
+}
+
 /* " of 'group'" when obj is not the root group, so that an attribute of /loader is told from one
  * of the file; "" otherwise. */
 static const char *owner(hid_t obj, char *buf, size_t n) {

@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/fsutil.h"
 #include "input/config_priv.h"
 
 static void state_init(struct cfg_state *st, struct deck *d) {
@@ -523,6 +524,7 @@ int config_parse_text(const char *path, const char *text, struct config *cfg, ch
   state_init(&st, &d);
   apply_deck(&st, cfg);
   check_required(&st, cfg);
+  for (int i = 0; i < cfg_nkeys; i++) cfg->deck_sets[i] = (unsigned char)(st.seen[i] && !st.bad[i]);
   static struct config defaults; /* what a named architecture's checks compare with */
   static int have_defaults;
   if (!have_defaults) {
@@ -612,6 +614,7 @@ static char *read_deck(const char *path, char *err, size_t errn) {
 
 void config_load(const char *path, struct config *cfg) {
   int nerr = 0;
+  fs_input_add(path, "input deck"); /* no output may replace it (core/fsutil.h) */
   if (comm_rank() == 0) {
     size_t errn = (size_t)1 << 20;
     char *err = xmalloc(errn);

@@ -12,6 +12,11 @@
 #define CFG_WORDLEN 64  /* choices and names   */
 #define CFG_NOMIN (-1e300)
 #define CFG_NOMAX (1e300)
+#define CFG_MAX_KEYS 256 /* keys in config_keys.def, at most (checked where the table is built) */
+
+/* The first line of every &system metrics_file that scdino writes (train/train_metrics.c): an existing
+ * file is replaced only when it begins so or is empty (config_check.c, at deck time). */
+#define CFG_METRICS_FIRST_LINE "# HELP scdino_info "
 
 struct config {
 #define CFG_GROUP(g, doc) struct {
@@ -37,6 +42,11 @@ struct config {
 #undef CFG_REALS
 #undef CFG_STRS
 #undef CFG_SCDINO
+  /* Which keys the input deck assigns, by position in cfg_keys (config_deck_sets): a step that takes
+   * a value from a file unless the deck gives one (features and attention take the model of their
+   * checkpoint) refuses a file that contradicts what the deck says.  Last, so that the values alone
+   * can be compared. */
+  unsigned char deck_sets[CFG_MAX_KEYS];
 };
 
 /* One row per key, in table order: what the parser, the checks, --help-input, the echo, the
@@ -86,6 +96,8 @@ extern const int cfg_nmap_rows;
 const struct cfg_key *cfg_find(const char *group, const char *name);
 /* Whether key k holds the same value in a and b (arrays: the same count and elements). */
 int cfg_value_same(const struct config *a, const struct config *b, const struct cfg_key *k);
+/* Whether the input deck assigns group.name itself (1), or leaves it at its default (0). */
+int config_deck_sets(const struct config *cfg, const char *group, const char *name);
 
 /* ---- Loading, checking and echoing (config.c, on top of the deck parser in deck.c) ---- */
 #include <stdio.h>

@@ -1,16 +1,20 @@
-/* config_check.c - checks that involve more than one key (run after every key is applied).
+/* config_check.c - checks that involve more than one key (run after every key is applied), and
+ * the output path that must be checked before anything runs (&system metrics_file).
  *
  * A check is skipped when one of its keys already had an error, so a mistyped value does not
  * cause a second, confusing message.  Each message points at the key the deck set (the first
  * one named that the deck contains), or at the whole file when both came from the defaults. */
 #include "build_config.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
+#include "core/fsutil.h"
 #include "input/channel_sets.h"
 #include "input/config_priv.h"
 
@@ -233,6 +237,42 @@ static void check_later_steps(const struct checker *c) {
            "whole patch", cfg->attention.image_size, p);
 }
 
+/* Whether two spellings of a folder are the same string ("run", "run/", "./run"). */
+static int same_dir_name(const char *a, const char *b) {
+  while (a[0] == '.' && a[1] == '/') a += 2;
+  while (b[0] == '.' && b[1] == '/') b += 2;
+  size_t la = strlen(a), lb = strlen(b);
+  while (la > 1 && a[la - 1] == '/') la--;
+  while (lb > 1 && b[lb - 1] == '/') lb--;
+  return la == lb && strncmp(a, b, la) == 0;
+}
+
+/* &system metrics_file, now rather than at the first progress line after the set-up (or after a
+ * pipeline's prepare): a path that is a folder, an input of the run or another kind of file, or in a
+ * folder that is not there.  Once training runs, writing it is best effort (train_metrics.c). */
+static void check_metrics_file(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *k = config_key("system", "metrics_file"), *calc = config_key("control", "calculation");
+  const char *path = cfg->system.metrics_file;
+  if (bad(c, k) || bad(c, calc) || !path[0] || !calc_is(cfg, "train", "pipeline")) return;
+  char why[2 * CFG_STRLEN + 128], dir[CFG_STRLEN];
+  if (fs_output_check(path, "metrics file", fs_own_text, CFG_METRICS_FIRST_LINE, why, sizeof why) != 0) {
+    report(c, k, NULL, "metrics_file = '%s': %s (scdino replaces only a metrics file it wrote, or an empty file)",
+           path, why);
+    return;
+  }
+  fs_dir_of(path, dir, sizeof dir);
+  if (fs_is_dir(dir)) {
+    if (access(dir, W_OK | X_OK) != 0)
+      report(c, k, NULL, "metrics_file = '%s': cannot write in the folder %s: %s", path, dir, strerror(errno));
+  } else if (fs_exists(dir)) {
+    report(c, k, NULL, "metrics_file = '%s': %s is not a folder", path, dir);
+  } else if (!same_dir_name(dir, cfg->control.run_dir)) { /* run_dir is made before training */
+    report(c, k, NULL, "metrics_file = '%s': the folder %s does not exist (the exporter's folder: create it first)",
+           path, dir);
+  }
+}
+
 /* &study: the sets (what can be checked before the manifest is read: syntax, repeats, and the
  * names and indices when the deck names the channels), and the keys a study does not use. */
 static void check_study(const struct checker *c) {
@@ -285,4 +325,5 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_later_steps(&c);
   check_misc(&c);
   check_study(&c);
+  check_metrics_file(&c);
 }

@@ -77,6 +77,7 @@ const struct cfg_map_row cfg_map_rows[] = {
 #undef CFG_SCDINO
 };
 const int cfg_nmap_rows = (int)(sizeof cfg_map_rows / sizeof cfg_map_rows[0]);
+_Static_assert(sizeof cfg_keys / sizeof cfg_keys[0] <= CFG_MAX_KEYS, "raise CFG_MAX_KEYS in config.h");
 #undef CFG_GROUP
 #undef CFG_END
 
@@ -101,6 +102,10 @@ const struct cfg_key *cfg_find(const char *group, const char *name) {
     if (strcasecmp(cfg_keys[i].group, group) == 0 && strcasecmp(cfg_keys[i].name, name) == 0)
       return &cfg_keys[i];
   return NULL;
+}
+
+int config_deck_sets(const struct config *cfg, const char *group, const char *name) {
+  return cfg->deck_sets[config_key_index(config_key(group, name))];
 }
 
 const struct cfg_key *config_key(const char *group, const char *name) {

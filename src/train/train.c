@@ -359,15 +359,7 @@ int train_run(const struct config *cfg) {
   stopped_early = 0;
   if (t->rank == 0) {
     fs_mkdir_p(cfg->control.run_dir);
-    checkpoint_remove_stale(cfg->control.run_dir);
-    /* The metrics file's folder is the exporter's: it must be there already. */
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", cfg->system.metrics_file);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    if (cfg->system.metrics_file[0] && slash && dir[0] && !fs_is_dir(dir))
-      scd_fatal(SCD_EXIT_INPUT, "&system metrics_file = '%s': the folder %s does not exist", cfg->system.metrics_file,
-                dir);
+    checkpoint_remove_stale(cfg->control.run_dir); /* (&system metrics_file was checked with the deck) */
   }
   t->ops = backend_select(cfg);
 #ifndef HAVE_NCCL

@@ -1,6 +1,7 @@
 /* train_metrics.c - &system metrics_file: the live state of a training run in Prometheus's text
  * exposition format, rewritten atomically by rank 0 with every progress line, for node_exporter's
- * textfile collector (doc/parallelcluster.md, "Monitoring"). */
+ * textfile collector (doc/parallelcluster.md, "Monitoring").  Best effort: it replaces only a file
+ * of its own, and a write that fails never stops training (doc/faults.md). */
 #include "build_config.h"
 
 #include <math.h>
@@ -19,12 +20,40 @@
 #include "cuda/backend_cuda.h"
 #endif
 
-/* A label value with Prometheus's escapes (backslash, double quote, newline). */
-static void label_escape(char *out, size_t n, const char *s) {
+/* Length of the valid UTF-8 character at s (1 to 4), or 0 when the bytes there are not one
+ * (a stray continuation byte, a cut or overlong sequence, a surrogate, above U+10FFFF). */
+static int utf8_char(const unsigned char *s) {
+  if (s[0] < 0x80) return 1;
+  int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0; /* also stops at the terminating NUL */
+  if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+      (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+    return 0;
+  return n;
+}
+
+/* A label value as Prometheus's text format wants it: UTF-8 (each byte that is not part of a valid
+ * character becomes U+FFFD, so a folder name in another encoding cannot make the file unreadable),
+ * with backslash, double quote and newline escaped.  Cut at a whole character to fit n. */
+static void label_escape(char *out, size_t n, const char *text) {
+  static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+  const unsigned char *s = (const unsigned char *)text;
   size_t k = 0;
-  for (; *s && k + 2 < n; s++) {
-    if (*s == '\\' || *s == '"' || *s == '\n') out[k++] = '\\';
-    out[k++] = *s == '\n' ? 'n' : *s;
+  while (*s) {
+    const int len = utf8_char(s);
+    const char *src = len ? (const char *)s : replacement;
+    const size_t m = len ? (size_t)len : 3;
+    const int esc = *s == '\\' || *s == '"' || *s == '\n';
+    if (k + m + (size_t)esc + 1 > n) break;
+    if (esc) {
+      out[k++] = '\\';
+      out[k++] = *s == '\n' ? 'n' : (char)*s;
+    } else {
+      memcpy(out + k, src, m);
+      k += m;
+    }
+    s += len ? len : 1;
   }
   out[k] = 0;
 }
@@ -46,6 +75,36 @@ static void metric(FILE *f, const char *name, const char *help, const char *ids,
   fputc('\n', f);
 }
 
+/* Monitoring never stops training: a failed write is warned of once (again only when its reason
+ * changes), each progress line tries again, and the first that succeeds says so.  why: NULL after a
+ * write that worked. */
+static void metrics_done(struct trainer *t, const char *why) {
+  const char *path = t->cfg->system.metrics_file;
+  if (!why) {
+    if (t->metrics_failing[0])
+      log_info("metrics file %s is written again (%lld update%s missed)", path, (long long)t->metrics_missed,
+               t->metrics_missed == 1 ? "" : "s");
+    t->metrics_failing[0] = '\0';
+    t->metrics_missed = 0;
+    return;
+  }
+  t->metrics_missed++;
+  if (strcmp(why, t->metrics_failing) != 0)
+    log_warn("metrics file %s not written: %s; training goes on, and every progress line tries again", path, why);
+  snprintf(t->metrics_failing, sizeof t->metrics_failing, "%s", why);
+}
+
+/* Whether the file at the path is still one it may replace: its own, not an input of the run (the
+ * deck checked it when it was read; another file may have taken its place since). */
+static int metrics_may_write(struct trainer *t) {
+  char why[PATH_MAX + 200];
+  if (fs_output_check(t->cfg->system.metrics_file, "metrics file", fs_own_text, CFG_METRICS_FIRST_LINE, why,
+                      sizeof why) == 0)
+    return 1;
+  metrics_done(t, why);
+  return 0;
+}
+
 void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double loss, const struct step_result *r) {
   const struct config *cfg = t->cfg;
   if (!cfg->system.metrics_file[0]) return;
@@ -60,13 +119,14 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
 #endif
   double *all = xmalloc(sizeof(double) * 2 * (size_t)t->world);
   comm_allgather(mine, all, sizeof mine);
-  if (t->rank != 0) {
+  if (t->rank != 0 || !metrics_may_write(t)) {
     free(all);
     return;
   }
   const struct train_window *w = &t->win;
   const double dt = wtime() - w->t0, per = w->steps > 0 ? 1.0 / (double)w->steps : 0;
-  char run[1024], job[256], host[256] = "", arch[64], ids[2048];
+  /* An invalid UTF-8 byte takes three (U+FFFD): room for a run_dir of nothing else. */
+  char run[3 * CFG_STRLEN], job[256], host[256] = "", arch[64], ids[3 * CFG_STRLEN + 1024];
   label_escape(run, sizeof run, cfg->control.run_dir);
   const char *slurm = getenv("SLURM_JOB_ID"); /* a label only: nothing is decided by it */
   label_escape(job, sizeof job, slurm ? slurm : "");
@@ -81,7 +141,9 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
   char extra[256];
   snprintf(extra, sizeof extra, "version=\"%s\",arch=\"%s\",backend=\"%s\",ranks=\"%d\"", PACKAGE_VERSION, arch,
            t->ops->name, t->world);
+  /* First: its help line is how the file is told from others (CFG_METRICS_FIRST_LINE). */
   metric(f, "scdino_info", "The training run: scdino version, model, backend, ranks (always 1).", ids, extra, 1);
+  SCD_ASSERT(fflush(f) == 0 && !strncmp(m.buf, CFG_METRICS_FIRST_LINE, strlen(CFG_METRICS_FIRST_LINE)));
   metric(f, "scdino_epoch", "Epoch in progress (0-based).", ids, NULL, (double)epoch);
   metric(f, "scdino_global_step", "Training steps done since the start of the run.", ids, NULL, (double)step);
   metric(f, "scdino_total_steps", "Training steps of the whole run (epochs x iterations per epoch).", ids, NULL,
@@ -113,5 +175,8 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
   metric(f, "scdino_last_update_timestamp_seconds", "Unix time of this file's update.", ids, NULL,
          (double)time(NULL));
   free(all);
-  fs_mem_commit(&m, "metrics file", cfg->system.metrics_file);
+  const int err = fs_mem_try_commit(&m, cfg->system.metrics_file);
+  char why[64];
+  snprintf(why, sizeof why, "errno %d: %s", err, strerror(err));
+  metrics_done(t, err ? why : NULL);
 }

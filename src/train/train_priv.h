@@ -71,6 +71,8 @@ struct trainer {
   char last_good[PATH_MAX]; /* newest checkpoint written or restored ("" = none) */
   char restart_changes[CKPT_CHANGES_MAX]; /* what restarts changed on the way (checkpoint record) */
   double last_ckpt_time;    /* wtime() of the newest checkpoint written or restored (0: none) */
+  char metrics_failing[PATH_MAX + 256]; /* why the metrics file is not written ("" while it is) */
+  int64_t metrics_missed;    /* its updates not written since it last was */
   long long bytes_at_epoch; /* dataset_bytes_delivered at the start of the epoch's count */
   int64_t launch_steps;      /* steps done by this launch (max_steps) */
   double *gnorms;            /* per-tensor gradient norms of the last step (non-finite detection) */
@@ -107,7 +109,8 @@ void train_log_epoch(struct trainer *t, int64_t epoch);
 /* train_metrics.c: with &system metrics_file set, every rank gives its memory and rank 0 rewrites
  * the file (Prometheus text format): epoch, step, loss, lr, wd, images/s, data / compute / exposed
  * comm seconds per step, memory per rank (and GPU), checkpoint age.  Collective; called with each
- * progress line, before the window is reset. */
+ * progress line, before the window is reset.  Best effort: a write that fails is warned of and
+ * tried again at the next progress line; training goes on. */
 void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double loss, const struct step_result *r);
 
 /* train_memory.c: the memory the run needs per rank (loader, schedules, model, activations; the

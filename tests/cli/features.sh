@@ -2,7 +2,9 @@
 # tests/cli/features.sh - `scdino deck` with calculation='features', 'knn' and 'attention' on the tiny
 # fixture (tests/fixtures/feat_mkdata): features_EEEE.h5 read back with h5py (schema, unit rows, ascending
 # index, labels and paths of the shards), the same files from two ranks as from one, the
-# random-init baseline in knn.txt / knn.h5, attention.h5 and its PNG tree, and input errors.
+# random-init baseline in knn.txt / knn.h5, attention.h5 and its PNG tree, outputs that would replace
+# an input (refused, the input unchanged), a checkpoint that contradicts the deck's own model keys,
+# and input errors.
 . "$top_srcdir/tests/lib.sh"
 scratch features_sh
 "$top_builddir/tests/fixtures/feat_mkdata" . || exit 99
@@ -114,6 +116,36 @@ EOF
   expect_exit 0 "$PYTHON3" checka.py
   expect_grep 'h5py attention ok'
 fi
+
+# Outputs never clobber inputs (doc/faults.md): the checkpoint named as the features file the run
+# writes (it holds epoch 3: features_0002.h5), and a deck that is the run's knn.txt or attention.h5,
+# are refused before anything is computed (exit 2), the file left byte for byte as it was.
+mkdir -p own && cp ckpt.h5 own/features_0002.h5 && cp ckpt.h5 own.before
+deck features own '&features checkpoint = "own/features_0002.h5" /' | sed '/checkpoint = .ckpt.h5./d' >own.nml
+expect_exit 2 "$SCDINO" own.nml
+expect_grep "refusing to write the features file own/features_0002.h5: it is this run's checkpoint \\(own/features_0002.h5\\)"
+nchecks=$((nchecks + 1))
+cmp -s own/features_0002.h5 own.before || fail "the checkpoint own/features_0002.h5 was changed"
+for out_file in knn.txt attention.h5; do
+  calc=${out_file%.*}
+  deck "$calc" own | sed "s|^&knn k = |\&knn features = 'run/features_0002.h5', k = |" >"own/$out_file"
+  cp "own/$out_file" own.before
+  expect_exit 2 "$SCDINO" "own/$out_file"
+  expect_grep "refusing to write the [a-zA-Z ]+ own/$out_file: it is this run's input deck \\(own/$out_file\\)"
+  nchecks=$((nchecks + 1))
+  cmp -s "own/$out_file" own.before || fail "the deck own/$out_file was changed"
+done
+
+# The deck's own model keys against the checkpoint's network (3 heads): a key the deck sets must agree
+# (exit 3 naming the key and both values), for features and attention alike; keys left at their
+# defaults take the checkpoint's values (every run above).
+for calc in features attention; do
+  deck "$calc" heads "&model arch = 'custom', num_heads = 4 /" >heads.nml
+  expect_exit 3 "$SCDINO" heads.nml
+  expect_grep "checkpoint ckpt.h5 does not fit this deck: &model num_heads = 4 in the deck, but 3 in the checkpoint"
+done
+nchecks=$((nchecks + 1))
+[ -e heads/features_0002.h5 ] || [ -e heads/attention.h5 ] && fail "a refused checkpoint left an output"
 
 # Input errors: exit 2 with the cause named, nothing written.
 deck features run4 '&features checkpoint = "nope.h5" /' | sed '/checkpoint = .ckpt.h5./d' >e1.nml

@@ -266,7 +266,9 @@ case_ $d version_array 3 "$c: attribute 'version' must be a single integer" "h5e
 case_ $d patch_size_negative 3 "$c: attribute 'patch_size' = -1 is out of range" "h5edit run/checkpoint.h5 attr_int patch_size -1"
 case_ $d embed_dim_2_pow_40 3 "$c: attribute 'embed_dim' = 1099511627776 is out of range" \
   "h5edit run/checkpoint.h5 attr_int embed_dim 1099511627776"
-case_ $d embed_dim_other 3 "$c: tensor $t\.cls_token has shape \[1, 1, 8\] in the checkpoint, but the model of this deck needs \[1, 1, 16\]" "h5edit run/checkpoint.h5 attr_int embed_dim 16"
+# (the deck sets embed_dim = 8 itself: the checkpoint contradicts it, named before any tensor is read)
+case_ $d embed_dim_other 3 "$c does not fit this deck: &model embed_dim = 8 in the deck, but 16 in the checkpoint" \
+  "h5edit run/checkpoint.h5 attr_int embed_dim 16"
 case_ $d channels_65 3 "$c: attribute 'channels' must be 1 to 64 integers" \
   "h5edit run/checkpoint.h5 attr_ints channels \$(seq -s, 0 64)"
 case_ $d iteration_outside_epoch 3 "$c: iteration 999 is outside its epoch" "h5edit run/checkpoint.h5 attr_int iteration 999"
