@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh            build and demo dependencies
 #   scripts/setup.sh --tests    also what tests of make check need: tifffile (files as tifffile
-#                               writes them), PyTorch (export to and import from .pth), matplotlib
+#                               writes them), anndata (the .h5ad files as anndata reads them),
+#                               PyTorch (export to and import from .pth), matplotlib
 #                               and scikit-learn (examples/plot_run.py), procps (pgrep),
 #                               shellcheck (the Slurm scripts), prometheus (promtool),
 #                               prometheus-node-exporter and curl (the metrics file)
@@ -20,12 +21,12 @@ libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libtiff-dev libopenbla
 libpng-dev libfabric-dev python3 python3-h5py python3-numpy"
 for arg in "$@"; do
   case "$arg" in
-    --tests) pkgs="$pkgs python3-tifffile python3-torch python3-matplotlib python3-sklearn procps shellcheck prometheus prometheus-node-exporter curl" ;;
+    --tests) pkgs="$pkgs python3-tifffile python3-anndata python3-torch python3-matplotlib python3-sklearn procps shellcheck prometheus prometheus-node-exporter curl" ;;
     --plots) pkgs="$pkgs python3-matplotlib python3-sklearn" ;;
     --bench) pkgs="$pkgs python3-torch" ;;
     --fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
     --static) pkgs="$pkgs clang clang-tools" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done

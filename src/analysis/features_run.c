@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/anndata.h"
 #include "analysis/features.h"
 #include "analysis/features_io.h"
 #include "backend/backend.h"
@@ -248,6 +249,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
                     "another run_dir or name the checkpoint elsewhere");
     fs_mkdir_p(cfg->control.run_dir);
   }
+  if (cfg->features.anndata) anndata_check_features(path); /* before the work, not after */
   struct features_stream *stream = features_stream_open(path, n, d.dim, (int)cfg->features.batch_size);
   const double t1 = wtime();
   features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, stream, status, "features");
@@ -263,6 +265,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   if (root) {
     log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", meta.n, d.dim, path,
              wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
+    if (cfg->features.anndata) anndata_write_features(cfg, ds, &net, &prep, path, &meta);
     file_meta_free(&meta);
     free(keep);
   }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/anndata.h"
 #include "analysis/attention.h"
 #include "analysis/features.h"
 #include "analysis/features_io.h"
@@ -181,6 +182,12 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     log_warn("pipeline: knn.features = '%s' is not used; kNN runs on the features just computed", cfg->knn.features);
 
   if (comm_rank() == 0) claim_outputs(&c);
+  if (c.features.anndata) { /* refused before the training, not after it */
+    char name[64], path[4096];
+    features_filename(name, sizeof name, c.training.epochs - 1);
+    anndata_check_features(fs_join(path, sizeof path, c.control.run_dir, name));
+  }
+
   double t = wtime();
   step_begin(&s, "prepare");
   if (with_prepare) {

@@ -323,7 +323,7 @@ int fs_output_check(const char *path, const char *kind, fs_own_fn own, const voi
       return -1;
     }
   if (!own(path, arg)) {
-    snprintf(why, n, "it exists and is not a %s written by scdino", kind);
+    snprintf(why, n, "it exists and is not scdino's own %s", kind);
     return -1;
   }
   return 0;

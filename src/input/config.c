@@ -612,9 +612,15 @@ static char *read_deck(const char *path, char *err, size_t errn) {
   return text;
 }
 
+static char deck_path[4096]; /* config_load's deck, absolute where it resolves */
+
+const char *config_deck_path(void) { return deck_path; }
+
 void config_load(const char *path, struct config *cfg) {
   int nerr = 0;
   fs_input_add(path, "input deck"); /* no output may replace it (core/fsutil.h) */
+  char abs[PATH_MAX];
+  snprintf(deck_path, sizeof deck_path, "%s", realpath(path, abs) ? abs : path);
   if (comm_rank() == 0) {
     size_t errn = (size_t)1 << 20;
     char *err = xmalloc(errn);

@@ -111,6 +111,9 @@ int config_parse_text(const char *path, const char *text, struct config *cfg, ch
 /* Collective: rank 0 reads and parses the file, prints every error to stderr, and broadcasts the
  * result; on error every rank exits with status 2 and nothing is written. */
 void config_load(const char *path, struct config *cfg);
+/* The deck config_load read (an absolute path where it resolves; "" before config_load): the
+ * provenance that outputs record (the AnnData file's uns). */
+const char *config_deck_path(void);
 /* Write the effective deck (every key, defaults included) as a namelist that reads back to the
  * same configuration. */
 void config_echo(FILE *f, const struct config *cfg);

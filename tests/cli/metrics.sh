@@ -99,7 +99,7 @@ refused() { # refused NAME METRICS_FILE MESSAGE  (deck NAME.nml, run_dir run_NAM
   [ -f "$1.before" ] && ! cmp -s "$2" "$1.before" && fail "$1: $2 was changed"
 }
 refused nodir nodir/x.prom "the folder nodir does not exist"
-refused manifest shards/manifest.h5 "it exists and is not a metrics file written by scdino"
+refused manifest shards/manifest.h5 "it exists and is not scdino's own metrics file"
 refused deck deck.nml "it is this run's input deck \\(deck.nml\\)"
 refused folder prom "it is a directory"
 

@@ -32,7 +32,7 @@ expect_grep '==== scdino pipeline summary ===='
 expect_grep 'images      : 60 in shards \(49 in the training split\); 11 feature rows'
 expect_grep 'training    : 2 epochs, final loss [0-9]+\.[0-9]+'
 expect_grep 'k  trained: teacher +raw pixels 16x16 +random init \(seed 3\)'
-for f in shards/manifest.h5 run/checkpoint.h5 run/checkpoint_0001.h5 run/log.txt run/features_0001.h5 run/knn.txt \
+for f in shards/manifest.h5 run/checkpoint.h5 run/checkpoint_0001.h5 run/log.txt run/features_0001.h5 run/features_0001.h5ad run/knn.txt \
   run/knn.h5 run/attention.h5 run/pipeline.txt run/input.echo.nml; do
   nchecks=$((nchecks + 1))
   [ -s "$f" ] || fail "$f missing or empty"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/faults/full_disk.sh - a full file system while scdino writes each kind of output: the features
-# file, knn.h5, attention.h5 (run_dir on a small tmpfs filled up to what the files written before
-# the output need) and the shards of prepare (shard_dir on a tmpfs too small for them).  Each run
+# file and its AnnData twin, knn.h5, attention.h5 (run_dir on a small tmpfs filled up to what the
+# files written before the output need) and the shards of prepare (shard_dir on a tmpfs too small for them).  Each run
 # must end with exit status 1 and a message naming the file and "No space left on device" - never a
 # signal (HDF5 1.10 crashed at exit closing a file whose write had failed) - with no temporary file
 # left and the previous output, where there was one, unchanged; and training's log.txt, written at
@@ -69,6 +69,24 @@ full() {
   rm -f "$mnt/filler"
 }
 full features features_0002.h5
+
+# The AnnData twin, written by HDF5 after the features file: room for the features file, not for it.
+rm -rf "${mnt:?}/r" && mkdir "$mnt/r"
+deck features "$mnt/r" >ad.nml
+expect_exit 0 "$SCDINO" ad.nml
+cp "$mnt/r/features_0002.h5ad" ad-good || exit 99
+keep=0
+for f in "$mnt/r/input.echo.nml" "$mnt/r/features_0002.h5"; do keep=$((keep + ($(wc -c <"$f") + 4095) / 4096 * 4096)); done
+exec 3<"$mnt/r/input.echo.nml" 4<"$mnt/r/features_0002.h5"
+fill_to $((keep + 8192)) # and the lock's page, and one page of the .h5ad's ten
+expect_exit 1 "$SCDINO" ad.nml
+exec 3<&- 4<&-
+expect_grep "features: 20 x 48 written to $mnt/r/features_0002.h5 "
+expect_grep "error: $mnt/r/features_0002\.h5ad\.tmp\.[0-9]+: cannot write the AnnData file: .*(No space left on device|errno 28)"
+nchecks=$((nchecks + 1))
+cmp -s "$mnt/r/features_0002.h5ad" ad-good || fail "the failed write changed features_0002.h5ad"
+no_tmp "$mnt/r"
+rm -f "$mnt/filler"
 full knn knn.h5
 full attention attention.h5
 
