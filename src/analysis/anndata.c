@@ -211,7 +211,7 @@ static void replace_refusal(const char *path, const char *hint, char *msg, size_
   char why[PATH_MAX + 256];
   msg[0] = '\0';
   if (fs_output_check(path, "AnnData file", h5util_own_format, ANNDATA_FORMAT, why, sizeof why) != 0)
-    snprintf(msg, n, "refusing to write the AnnData file %s: %s; an output only creates or replaces its own kind of "
+    snprintf(msg, n, "refusing to write the AnnData file %.3000s: %.3000s; an output only creates or replaces its own kind of "
              "file%s%s", path, why, hint ? "; " : "", hint ? hint : "");
 }
 

@@ -126,7 +126,7 @@ nchecks=$((nchecks + 2))
 # On two ranks: rank 0 looks, and says it once; the other rank is not left computing.
 if [ "$MPIEXEC" != none ]; then
   expect_exit 2 $MPIEXEC -n 2 "$SCDINO" f5.nml
-  expect_grep 'error \(rank 0 of 2\): refusing to write the AnnData file run4/features_0002.h5ad: it exists and is not a'
+  expect_grep 'error \(rank 0 of 2\): refusing to write the AnnData file run4/features_0002.h5ad: it exists and is not scdino.s own AnnData file'
   expect_nogrep 'SIGTERM received'
   nchecks=$((nchecks + 1))
   n=$(printf '%s\n' "$out" | grep -c '^scdino: error')
@@ -136,7 +136,7 @@ fi
 mkdir -p run5 && echo "my notes" >run5/features_0002.h5ad
 printf "&control calculation = 'pipeline', run_dir = 'run5' /\n&data shard_dir = 'shards' /\n&training epochs = 3, warmup_epochs = 1 /\n" >p.nml
 expect_exit 2 "$SCDINO" p.nml
-expect_grep 'refusing to write the AnnData file run5/features_0002.h5ad: it exists and is not a'
+expect_grep 'refusing to write the AnnData file run5/features_0002.h5ad: it exists and is not scdino.s own AnnData file'
 expect_nogrep 'pipeline step'
 nchecks=$((nchecks + 1))
 [ -e run5/checkpoint.h5 ] && fail "a refused pipeline trained"
