@@ -1,14 +1,26 @@
-/* grad_comm_nccl.c - gradient averaging with NCCL (grad_comm.h): buckets all-reduced on a side stream
- * as backward produces them, the DINO centre's sums, and a watchdog that ends the job when a
- * collective fails or stalls.
+/* grad_comm_nccl.c - the NCCL transport of the gradient communicator (grad_comm.h, grad_comm.c):
+ * buckets all-reduced (or reduced onto the slices' owners, sharded) on a side stream as backward
+ * produces them, the DINO centre's sums, the weights' all-gather, and a watchdog that ends the job
+ * when a collective fails or stalls.
  *
  * One rank per GPU (the CUDA backend has picked the device from the local rank); the communicator
  * comes from an id that rank 0 broadcasts over MPI.  Each bucket: an event recorded on the
  * backend's stream after the kernels that produced it, the side stream waits for it, then
- * ncclAllReduce (sum) in place.  finish() waits for the side stream (the time counted as exposed
- * communication) and divides by the world size on the backend's stream, as the MPI version does.
- * Host waits poll the GPU, ncclCommGetAsyncError and a timeout (&gpu nccl_timeout seconds, 600
- * by default), so a dead peer or a stalled network ends the job with a message instead of a hang. */
+ * ncclAllReduce (sum) in place.  wait_all waits for the side stream (the time counted as exposed
+ * communication) and the backend's stream waits for it before grad_comm.c divides by the world
+ * size.  Host waits poll the GPU, ncclCommGetAsyncError and a timeout (&gpu nccl_timeout seconds,
+ * 600 by default), so a dead peer or a stalled network ends the job with a message instead of a
+ * hang.
+ *
+ * Sharded (&training shard_optimizer): the slices (plan, model/shard_plan.h) end on norm blocks, so
+ * they are unequal and ncclReduceScatter (equal counts) does not fit.  A bucket [off, off + n) is
+ * one NCCL group of an ncclReduce (sum, in place) per rank whose slice it touches, with that rank as
+ * the root: the owner gets the sum of its part, the other ranks' copies of it stay as they were.
+ * The weights' all-gather is a group of ncclBroadcast calls (in place, root = each slice's owner).
+ * Whether a slice's sum equals the all-reduce's bit for bit depends on NCCL adding the ranks'
+ * values in the same order in ncclReduce as in ncclAllReduce: true on 1 and 2 ranks, and under the
+ * emulator (tests/emu/nccl_mpi.c adds in rank order for both); real NCCL's ring and tree orders may
+ * differ between the two on 3 or more ranks, the difference then being fp32 rounding. */
 #include "build_config.h"
 
 #include <cuda_runtime_api.h>
@@ -29,21 +41,16 @@
 #include "core/log.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
-#include "cuda/grad_comm_nccl.h"
 #include "model/grad_comm.h"
+#include "model/shard_plan.h"
 
 #define NCCL_TIMEOUT_DEFAULT 600.0 /* seconds */
 
-struct nccl_gc {
-  const struct ops *ops;
+struct nccl_tr {
+  const struct shard_plan *plan; /* the sharded communicator's, else NULL */
   ncclComm_t comm;
-  cudaStream_t compute, side;
+  cudaStream_t compute, side; /* the backend's stream; the side stream of the collectives */
   cudaEvent_t ready, done, computed;
-  struct grad_comm_merge merge; /* the bucketing rule (grad_comm_plan.c) and its pending range */
-  float *grads;
-  size_t n;
-  struct grad_comm_sent sent; /* ranges launched this step; finish's gaps */
-  int logged;                          /* the first step's calls have been logged */
   double timeout;
 };
 
@@ -125,7 +132,7 @@ static void report(void) {
 /* ---- waiting with a watchdog -------------------------------------------------------------------- */
 
 /* Wait until ev has completed, polling the communicator's asynchronous error and the timeout. */
-static void wait_event(struct nccl_gc *g, cudaEvent_t ev, const char *what) {
+static void wait_event(struct nccl_tr *g, cudaEvent_t ev, const char *what) {
   const double t0 = wtime();
   for (;;) {
     const cudaError_t e = cudaEventQuery(ev);
@@ -155,84 +162,88 @@ static void wait_event(struct nccl_gc *g, cudaEvent_t ev, const char *what) {
   }
 }
 
-/* ---- buckets ------------------------------------------------------------------------------------ */
+/* ---- the transport ------------------------------------------------------------------------------ */
 
-static void launch(struct nccl_gc *g, size_t off, size_t n) {
-  if (n == 0) return;
-  /* after the kernels queued so far (they produced this range) */
+/* The side stream waits for what the backend's stream has queued so far (the kernels that produced
+ * the data). */
+static void side_after_compute(struct nccl_tr *g) {
   CHECK_CUDA(cudaEventRecord(g->ready, g->compute));
   CHECK_CUDA(cudaStreamWaitEvent(g->side, g->ready, 0));
-  CHECK_NCCL_COMM(ncclAllReduce(g->grads + off, g->grads + off, n, ncclFloat32, ncclSum, g->comm,
-                                g->side),
-                  g->comm);
 }
 
-/* Start the calls the merge rule gave (remembered so that finish knows what is left). */
-static void send(struct nccl_gc *g, const struct grad_comm_range *r, int k) {
-  for (int i = 0; i < k; i++) {
-    grad_comm_sent_push(&g->sent, r[i]);
-    launch(g, r[i].off, r[i].count);
-  }
+static void n_start_allreduce(void *t, float *grads, size_t off, size_t n) {
+  struct nccl_tr *g = t;
+  side_after_compute(g);
+  CHECK_NCCL_COMM(ncclAllReduce(grads + off, grads + off, n, ncclFloat32, ncclSum, g->comm, g->side), g->comm);
 }
 
-static void n_begin(struct grad_comm *gc, float *grads, size_t n) {
-  struct nccl_gc *g = gc->impl;
-  g->grads = grads;
-  g->n = n;
-  g->merge.lo = g->merge.hi = 0; /* nothing pending from an abandoned step */
-  g->sent.n = 0;
-}
-
-static void n_bucket(struct grad_comm *gc, size_t off, size_t count) {
-  struct nccl_gc *g = gc->impl;
-  SCD_ASSERT(off + count <= g->n);
-  struct grad_comm_range r[2];
-  send(g, r, grad_comm_merge_add(&g->merge, off, count, r));
-}
-
-static void n_finish(struct grad_comm *gc) {
-  struct nccl_gc *g = gc->impl;
-  struct grad_comm_range last;
-  send(g, &last, grad_comm_merge_flush(&g->merge, &last));
-  if (!g->logged) grad_comm_log_calls("nccl", g->sent.v, g->sent.n); /* before gaps sorts them */
-  g->logged = 1;
-  /* What no bucket covered (padding, or no callback at all) is reduced now, in one group. */
-  const int ng = grad_comm_gaps(g->sent.v, g->sent.n, g->n, g->sent.gaps);
+/* Each owner's part reduced onto it, in one group. */
+static void n_start_reduce_scatter(void *t, float *grads, size_t off, size_t n) {
+  struct nccl_tr *g = t;
+  const struct shard_plan *p = g->plan;
+  side_after_compute(g);
   CHECK_NCCL_COMM(ncclGroupStart(), g->comm);
-  for (int i = 0; i < ng; i++) launch(g, g->sent.gaps[i].off, g->sent.gaps[i].count);
+  for (int r = 0; r < p->world; r++) {
+    size_t c;
+    const size_t at = shard_plan_overlap(p, r, off, n, &c);
+    if (c)
+      CHECK_NCCL_COMM(ncclReduce(grads + at, grads + at, c, ncclFloat32, ncclSum, r, g->comm, g->side), g->comm);
+  }
   CHECK_NCCL_COMM(ncclGroupEnd(), g->comm);
+}
+
+/* finish's calls for the gaps go in one group. */
+static void n_group(void *t, int open) {
+  struct nccl_tr *g = t;
+  CHECK_NCCL_COMM(open ? ncclGroupStart() : ncclGroupEnd(), g->comm);
+}
+
+static double n_wait_all(void *t, float *grads, size_t n) {
+  struct nccl_tr *g = t;
+  (void)grads;
+  (void)n;
+  const char *what = g->plan ? "gradient reduce-scatter" : "gradient all-reduce";
+  char first[96];
+  snprintf(first, sizeof first, "%s (waiting for backward)", what);
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
   /* First the compute that is still queued (not communication), then what is left of NCCL. */
   CHECK_CUDA(cudaEventRecord(g->computed, g->compute));
-  wait_event(g, g->computed, "gradient all-reduce (waiting for backward)");
+  wait_event(g, g->computed, first);
   const double t0 = wtime();
-  wait_event(g, g->done, "gradient all-reduce");
-  gc->wait_seconds += wtime() - t0;
+  wait_event(g, g->done, what);
+  const double waited = wtime() - t0;
   CHECK_CUDA(cudaStreamWaitEvent(g->compute, g->done, 0));
-  if (gc->world > 1) { /* the mean over ranks, as DDP */
-    const float scale = 1.0f / (float)gc->world;
-    const struct ops_seg seg = {0, g->n};
-    g->ops->seg_scale(g->grads, &seg, &scale, 1);
-  }
-  g->sent.n = 0;
+  return waited;
 }
 
-static void n_allreduce(struct grad_comm *gc, float *buf, size_t n) {
-  struct nccl_gc *g = gc->impl;
-  if (n == 0) return;
-  const double t0 = wtime();
-  CHECK_CUDA(cudaEventRecord(g->ready, g->compute));
-  CHECK_CUDA(cudaStreamWaitEvent(g->side, g->ready, 0));
+static void n_allreduce_sum(void *t, float *buf, size_t n) {
+  struct nccl_tr *g = t;
+  side_after_compute(g);
   CHECK_NCCL_COMM(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g->comm, g->side), g->comm);
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
   CHECK_CUDA(cudaStreamWaitEvent(g->compute, g->done, 0));
   wait_event(g, g->done, "all-reduce of the DINO centre");
-  gc->wait_seconds += wtime() - t0;
 }
 
-static void n_destroy(struct grad_comm *gc) {
-  if (!gc) return;
-  struct nccl_gc *g = gc->impl;
+/* Every slice broadcast from its owner, in one group, after the optimizer's kernels; the backend's
+ * stream waits for it (a stall shows at the next host wait, finish's, under the watchdog). */
+static void n_allgather(void *t, float *buf) {
+  struct nccl_tr *g = t;
+  const struct shard_plan *p = g->plan;
+  side_after_compute(g);
+  CHECK_NCCL_COMM(ncclGroupStart(), g->comm);
+  for (int r = 0; r < p->world; r++) {
+    const size_t c = p->lo[r + 1] - p->lo[r];
+    if (c)
+      CHECK_NCCL_COMM(ncclBroadcast(buf + p->lo[r], buf + p->lo[r], c, ncclFloat32, r, g->comm, g->side), g->comm);
+  }
+  CHECK_NCCL_COMM(ncclGroupEnd(), g->comm);
+  CHECK_CUDA(cudaEventRecord(g->done, g->side));
+  CHECK_CUDA(cudaStreamWaitEvent(g->compute, g->done, 0));
+}
+
+static void n_destroy(void *t) {
+  struct nccl_tr *g = t;
   /* Wait for the side stream through the polling wait: a peer that died after the last step
    * ends the job with a message instead of hanging the exit. */
   CHECK_CUDA(cudaEventRecord(g->done, g->side));
@@ -243,22 +254,22 @@ static void n_destroy(struct grad_comm *gc) {
   CHECK_CUDA(cudaEventDestroy(g->done));
   CHECK_CUDA(cudaEventDestroy(g->computed));
   CHECK_CUDA(cudaStreamDestroy(g->side));
-  grad_comm_sent_free(&g->sent);
   free(g);
-  free(gc);
 }
 
-/* For the sharded communicator (grad_comm_nccl_shard.c), which runs its collectives on these. */
-void grad_comm_nccl_get_parts(const struct grad_comm *gc, struct grad_comm_nccl_parts *p) {
-  const struct nccl_gc *g = gc->impl;
-  p->comm = g->comm;
-  p->compute = g->compute;
-  p->side = g->side;
-}
-
-void grad_comm_nccl_wait(struct grad_comm *gc, cudaEvent_t ev, const char *what) {
-  wait_event(gc->impl, ev, what);
-}
+/* The communicator spans every rank of the current group, also a single one, so one code path
+ * runs everywhere (single_rank). */
+static const struct grad_comm_transport nccl_transport = {
+    .name = "nccl",
+    .single_rank = 1,
+    .start_allreduce = n_start_allreduce,
+    .start_reduce_scatter = n_start_reduce_scatter,
+    .group = n_group,
+    .wait_all = n_wait_all,
+    .allreduce_sum = n_allreduce_sum,
+    .allgather = n_allgather,
+    .destroy = n_destroy,
+};
 
 static double timeout_s = NCCL_TIMEOUT_DEFAULT; /* &gpu nccl_timeout */
 
@@ -269,20 +280,15 @@ void grad_comm_nccl_set_timeout(double seconds) {
 
 double grad_comm_nccl_timeout(void) { return timeout_s; }
 
-struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes) {
+static struct nccl_tr *nccl_tr_new(const struct ops *ops) {
   void *stream = backend_cuda_stream();
   if (!stream || strcmp(ops->name, "cuda") != 0)
     SCD_FAIL("the NCCL gradient communicator needs the CUDA backend, not '%s'", ops->name);
-  struct grad_comm *gc = xcalloc(1, sizeof *gc);
-  struct nccl_gc *g = xcalloc(1, sizeof *g);
-  g->ops = ops;
+  struct nccl_tr *g = xcalloc(1, sizeof *g);
   g->compute = (cudaStream_t)stream;
-  grad_comm_merge_init(&g->merge, bucket_bytes);
-  grad_comm_sent_init(&g->sent);
   g->timeout = grad_comm_nccl_timeout();
   const struct comm_info *ci = comm_get();
-  /* The communicator spans every rank of the current group (comm_mpi.h), also a single one, so one
-   * code path runs everywhere; a study's groups each get their own. */
+  /* Over the current group (comm_mpi.h): a study's groups each get their own. */
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   if (ci->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
@@ -295,13 +301,16 @@ struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_byt
   CHECK_CUDA(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
   CHECK_CUDA(cudaEventCreateWithFlags(&g->computed, cudaEventDisableTiming));
   report();
-  gc->name = "nccl";
-  gc->world = ci->size;
-  gc->begin_step = n_begin;
-  gc->bucket_ready = n_bucket;
-  gc->finish = n_finish;
-  gc->allreduce_sum = n_allreduce;
-  gc->destroy = n_destroy;
-  gc->impl = g;
-  return gc;
+  return g;
+}
+
+struct grad_comm *grad_comm_nccl_create(const struct ops *ops, size_t bucket_bytes) {
+  return grad_comm_create(ops, bucket_bytes, NULL, &nccl_transport, nccl_tr_new(ops));
+}
+
+struct grad_comm *grad_comm_nccl_shard_create(const struct ops *ops, size_t bucket_bytes,
+                                              const struct shard_plan *plan) {
+  struct nccl_tr *g = nccl_tr_new(ops);
+  g->plan = plan;
+  return grad_comm_create(ops, bucket_bytes, plan, &nccl_transport, g);
 }

@@ -14,15 +14,18 @@
  * to bucket_ready are reduced by finish.  allreduce_sum is a blocking in-place sum of device
  * memory (the DINO centre's column sums, as upstream's dist.all_reduce in update_center).
  *
- * Implementations: MPI (grad_comm_mpi.c, for any backend: device memory is staged through the host
- * when the backend is not the CPU one) and NCCL (cuda/, when built with NCCL).  backend.h picks.
+ * One communicator (grad_comm.c) owns the buckets, their merging (the rule below), the ranges
+ * finish still has to reduce, the one-rank shortcut, the division by the world size, the timing and
+ * this table; a transport (struct grad_comm_transport, below) supplies the collectives: MPI
+ * (backend/grad_comm_mpi.c, for any backend: device memory is staged through the host when the
+ * backend is not the CPU one) and NCCL (cuda/grad_comm_nccl.c, when built with NCCL).  backend.h
+ * picks.
  *
  * The sharded optimizer (&training shard_optimizer) uses a reduce-scatter communicator instead
- * (grad_comm_mpi_shard.c, CPU backend; cuda/grad_comm_nccl_shard.c, NCCL): the same bucket calls,
- * but finish leaves the mean only on this rank's slice of the buffer (plan, model/shard_plan.h;
- * the rest of grads is left as it is), and the table's shard functions move the slices back:
- * allgather after the optimizer step (the weights), allgather_f64 (the norm partials),
- * gather_slice (the moments, for checkpoints). */
+ * (MPI: CPU backend; NCCL): the same bucket calls, but finish leaves the mean only on this rank's
+ * slice of the buffer (plan, model/shard_plan.h; the rest of grads is left as it is), and the
+ * table's shard functions move the slices back: allgather after the optimizer step (the weights),
+ * allgather_f64 (the norm partials), gather_slice (the moments, for checkpoints). */
 #ifndef SCDINO_GRAD_COMM_H
 #define SCDINO_GRAD_COMM_H
 
@@ -43,7 +46,8 @@ struct grad_comm {
   void (*finish)(struct grad_comm *gc);
   void (*allreduce_sum)(struct grad_comm *gc, float *buf, size_t n);
   void (*destroy)(struct grad_comm *gc);
-  double wait_seconds; /* time the caller spent blocked in finish and allreduce_sum */
+  double wait_seconds; /* time the caller spent blocked in communication: finish (less the wait
+                        * for backward's kernels), allreduce_sum and the shard functions */
   void *impl;
   /* Sharded optimizer only (NULL in the all-reduce communicators). */
   const struct shard_plan *plan;
@@ -57,11 +61,11 @@ struct grad_comm {
   void (*gather_slice)(struct grad_comm *gc, const float *slice, float *full);
 };
 
-/* MPI over the current group (core/comm_mpi.h); bucket_bytes 0 = GRAD_COMM_BUCKET_BYTES. */
+/* The communicators: MPI over the current group (core/comm_mpi.h); bucket_bytes 0 =
+ * GRAD_COMM_BUCKET_BYTES. */
 struct grad_comm *grad_comm_mpi_create(const struct ops *ops, size_t bucket_bytes);
 /* The reduce-scatter communicator of the sharded optimizer over the current group (core/comm_mpi.h),
- * for the CPU backend (grad_comm_mpi_shard.c); plan (world = the group's size, at most INT_MAX
- * elements) outlives it. */
+ * for the CPU backend; plan (world = the group's size, at most INT_MAX elements) outlives it. */
 struct grad_comm *grad_comm_mpi_shard_create(const struct ops *ops, size_t bucket_bytes,
                                              const struct shard_plan *plan);
 /* NCCL (provided by cuda/ when HAVE_CUDA and HAVE_NCCL). */
@@ -77,10 +81,47 @@ double grad_comm_nccl_timeout(void);
 /* Adapter for dino_loss_update_center's dino_allreduce_fn: ctx is a struct grad_comm. */
 void grad_comm_allreduce_cb(float *buf, size_t n, void *ctx);
 
+/* ---- transports (grad_comm.c) -------------------------------------------------------------------
+ *
+ * What an MPI or NCCL communicator supplies to grad_comm_create: its collectives on its own state t.
+ * The communicator calls them only when they have work (never on one rank unless single_rank, and
+ * allgather never there; never with an empty range or buffer), times the blocking ones, and divides
+ * by the world size itself. */
+struct grad_comm_transport {
+  const char *name; /* "mpi", "nccl": the table's name ("-shard" added with a plan) and the log's */
+  int single_rank;  /* 1: the calls run on a single rank too (one code path everywhere); 0: a single
+                     * rank makes none (its gradients are already the mean) */
+  /* Optional: a step of n elements begins. */
+  void (*begin_step)(void *t, size_t n);
+  /* Start summing elements [off, off + n) of grads over the ranks: in place on every rank
+   * (all-reduce), or into the plan's slices, each rank getting the sum of its own part
+   * (reduce-scatter; the sharded communicator only). */
+  void (*start_allreduce)(void *t, float *grads, size_t off, size_t n);
+  void (*start_reduce_scatter)(void *t, float *grads, size_t off, size_t n);
+  /* Optional: after bucket_ready's calls (let the library progress the calls in flight). */
+  void (*poll)(void *t);
+  /* Optional: open (1) and close (0) a group around finish's calls for the gaps. */
+  void (*group)(void *t, int open);
+  /* Wait for the step's calls: grads (n elements) then holds the sums (all of it, or this rank's
+   * slice).  Returns the seconds blocked on communication. */
+  double (*wait_all)(void *t, float *grads, size_t n);
+  /* Blocking in-place sum of buf (device, n elements) over the ranks. */
+  void (*allreduce_sum)(void *t, float *buf, size_t n);
+  /* Sharded only: every slice of buf (device, plan->size elements) from its owner to every rank. */
+  void (*allgather)(void *t, float *buf);
+  void (*destroy)(void *t); /* frees t */
+};
+
+/* The communicator over the current group (comm_size ranks) doing its collectives with tr on t,
+ * which it then owns: plan NULL, the all-reduce one; else the sharded optimizer's reduce-scatter
+ * one on plan's slices (plan outlives it). */
+struct grad_comm *grad_comm_create(const struct ops *ops, size_t bucket_bytes, const struct shard_plan *plan,
+                                   const struct grad_comm_transport *tr, void *t);
+
 /* ---- the bucketing rule (grad_comm_plan.c) ------------------------------------------------------
  *
- * One definition of which all-reduce calls a sequence of ready ranges becomes, shared by the MPI
- * and NCCL communicators (fed one range at a time, as backward hands them over) and by
+ * One definition of which all-reduce calls a sequence of ready ranges becomes, shared by the
+ * communicator (grad_comm.c, fed one range at a time, as backward hands them over) and by
  * scdino_allreduce_perf --sizes-from-model (fed a whole step at once through grad_comm_plan), so
  * that the benchmark sweeps exactly the calls the trainer makes.  The rule: a range adjacent to the
  * pending one (just below it, as backward goes down the buffer, or just above) joins it; any other

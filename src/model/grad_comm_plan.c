@@ -1,5 +1,5 @@
-/* grad_comm_plan.c - which all-reduce calls the gradient communicators make (grad_comm.h): the
- * bucket-merging rule of grad_comm_mpi.c and cuda/grad_comm_nccl.c, and the whole-step plan that
+/* grad_comm_plan.c - which all-reduce calls the gradient communicator makes (grad_comm.h): the
+ * bucket-merging rule of grad_comm.c (every transport's), and the whole-step plan that
  * scdino_allreduce_perf --sizes-from-model sweeps.  Pure bookkeeping (no MPI, no device), plus the
  * log line that shows a run's calls. */
 #include "build_config.h"
