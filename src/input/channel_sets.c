@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "input/channel_sets.h"
+#include "input/study_settings.h"
 
 int channel_set_parse(const char *text, const char (*names)[CFG_WORDLEN], int nnames, int nchannels, long *ch,
                       char *why, size_t n) {
@@ -108,51 +109,6 @@ int channel_set_same(const long *a, int na, const long *b, int nb) {
   return 1;
 }
 
-/* The study's own outputs in run_dir (study_report.c, main.c's echo, examples/plot_study.py). */
-static const char *const reserved[] = {"study.txt", "study.h5", "input.echo.nml", "plots"};
-/* The endings of scdino's output files: a folder named so would pass for one. */
-static const char *const file_ends[] = {".h5", ".txt", ".nml", ".png"};
-
-/* Why the folder name cannot be one under run_dir, or NULL. */
-static const char *folder_refused(const char *name, const char *run_dir, long name_max, char *why, size_t n) {
-  const size_t len = strlen(name);
-  if (name[0] == '.') {
-    snprintf(why, n, "the folder name '%.80s' begins with '.' (a hidden name; run_dir's lock is .scdino.lock)", name);
-    return why;
-  }
-  for (size_t i = 0; i < len; i++)
-    if (iscntrl((unsigned char)name[i])) {
-      snprintf(why, n, "the folder name '%.80s' holds a control character", name);
-      return why;
-    }
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-    if (strcmp(name, reserved[i]) == 0) {
-      snprintf(why, n, "the folder name '%s' is one of the study's own outputs in run_dir (study.txt, study.h5, "
-               "input.echo.nml, plots)", name);
-      return why;
-    }
-  for (size_t i = 0; i < sizeof file_ends / sizeof file_ends[0]; i++) {
-    const size_t e = strlen(file_ends[i]);
-    if (len >= e && strcmp(name + len - e, file_ends[i]) == 0) {
-      snprintf(why, n, "the folder name '%.80s' ends in %s, as scdino's output files do", name, file_ends[i]);
-      return why;
-    }
-  }
-  if (name_max > 0 && len > (size_t)name_max) {
-    snprintf(why, n, "the folder name '%.80s...' has %zu bytes; a file name may have at most %ld here", name, len,
-             name_max);
-    return why;
-  }
-  const size_t path = strlen(run_dir) + 1 + len, most = CFG_STRLEN - 1 - CHANNEL_SET_PATH_ROOM;
-  if (path > most) {
-    snprintf(why, n, "the folder run_dir/<set> = '%.200s/%.80s%s' has %zu characters, more than the %zu allowed (room "
-             "is kept for the files in it): choose a shorter run_dir or shorter channel names", run_dir, name,
-             len > 80 ? "..." : "", path, most);
-    return why;
-  }
-  return NULL;
-}
-
 int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN], int nnames, const char *run_dir,
                         long name_max, char *out, size_t n, char *why, size_t whyn) {
   size_t used = 0;
@@ -179,7 +135,7 @@ int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN
     }
     used += (size_t)w;
   }
-  return folder_refused(out, run_dir, name_max, why, whyn) ? -1 : 0;
+  return study_folder_check(out, run_dir, name_max, why, whyn) ? -1 : 0;
 }
 
 int channel_set_folders_clash(const char *a, const char *b) { return strcasecmp(a, b) == 0; }

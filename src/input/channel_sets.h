@@ -27,11 +27,8 @@ int channel_set_same(const long *a, int na, const long *b, int nb);
 /* The set's run folder: its channel names (names[c], or "ch<c>" beyond nnames) joined by '_', as
  * scDINO names its runs.  Returns -1 (why set) when the folder cannot be run_dir/<it>: a channel
  * name that is empty, "." or "..", or holds '/' (the folder would be run_dir itself or elsewhere);
- * a folder name that begins with '.' (hidden; the lock .scdino.lock), holds a control character,
- * is one of the study's own outputs in run_dir (study.txt, study.h5, input.echo.nml, plots) or ends
- * like an output file (.h5, .txt, .nml, .png), is longer than name_max bytes (the file system's
- * NAME_MAX), or makes run_dir/<it> longer than CFG_STRLEN - 1 - CHANNEL_SET_PATH_ROOM; or when it
- * does not fit in out (n). */
+ * a folder name that study_folder_check refuses (study_settings.h: hidden, reserved, too long, ...);
+ * or when it does not fit in out (n). */
 int channel_set_dirname(const long *ch, int nch, const char (*names)[CFG_WORDLEN], int nnames, const char *run_dir,
                         long name_max, char *out, size_t n, char *why, size_t whyn);
 /* Whether two sets' folders are one: the same name, or names that differ only in case (one folder

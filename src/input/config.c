@@ -517,6 +517,17 @@ static void apply_deck(struct cfg_state *st, struct config *cfg) {
   }
 }
 
+/* What a named architecture's checks compare with: the configuration of an empty deck. */
+static const struct config *defaults_once(void) {
+  static struct config defaults;
+  static int have_defaults;
+  if (!have_defaults) {
+    config_defaults(&defaults);
+    have_defaults = 1;
+  }
+  return &defaults;
+}
+
 int config_parse_text(const char *path, const char *text, struct config *cfg, char *err, size_t errn) {
   struct deck d;
   deck_parse(&d, path, text);
@@ -525,17 +536,61 @@ int config_parse_text(const char *path, const char *text, struct config *cfg, ch
   apply_deck(&st, cfg);
   check_required(&st, cfg);
   for (int i = 0; i < cfg_nkeys; i++) cfg->deck_sets[i] = (unsigned char)(st.seen[i] && !st.bad[i]);
-  static struct config defaults; /* what a named architecture's checks compare with */
-  static int have_defaults;
-  if (!have_defaults) {
-    config_defaults(&defaults);
-    have_defaults = 1;
-  }
-  config_check(&st, cfg, &defaults);
+  config_check(&st, cfg, defaults_once());
   int n = deck_format_errors(&d, err, errn);
   state_free(&st);
   deck_free(&d);
   return n;
+}
+
+int config_apply_assignments(struct config *cfg, const char *text, config_key_finder find, int check, int *keys,
+                             int maxkeys, int *nkeys, char *msgs, size_t n) {
+  /* The text inside a group of its own: the reader sees exactly what a deck group would hold. */
+  const size_t len = strlen(text) + 16;
+  char *wrapped = xmalloc(len);
+  snprintf(wrapped, len, "&setting\n%s\n/\n", text);
+  struct deck d;
+  deck_parse(&d, "setting", wrapped);
+  free(wrapped);
+  struct cfg_state st;
+  state_init(&st, &d);
+  for (int i = 0; i < cfg_nkeys; i++) st.seen[i] = cfg->deck_sets[i]; /* the checks point at what was set */
+  *nkeys = 0;
+  for (int i = 0; i < d.nentries; i++) {
+    const struct deck_entry *e = &d.entries[i];
+    char why[1024];
+    const struct cfg_key *k = find(e->key, why, sizeof why);
+    if (!k) {
+      deck_error(&d, e->line, e->col, "%s", why);
+      continue;
+    }
+    const int ki = config_key_index(k);
+    int have = 0;
+    for (int j = 0; j < *nkeys; j++) have |= keys[j] == ki;
+    if (have) {
+      deck_error(&d, e->line, e->col, "sets %s twice", k->name);
+      continue;
+    }
+    if (*nkeys == maxkeys) {
+      deck_error(&d, e->line, e->col, "sets more than %d keys", maxkeys);
+      continue;
+    }
+    keys[(*nkeys)++] = ki;
+    apply_entry(&st, cfg, k, e);
+    if (!st.bad[ki]) cfg->deck_sets[ki] = 1;
+  }
+  if (d.nentries == 0 && d.ndiags == 0) deck_error(&d, 0, 0, "sets no key (write key = value, ...)");
+  if (check && d.ndiags == 0) config_check(&st, cfg, defaults_once());
+  size_t used = 0;
+  msgs[0] = '\0';
+  for (int i = 0; i < d.ndiags && used + 1 < n; i++) {
+    const int w = snprintf(msgs + used, n - used, "%s\n", d.diags[i].msg);
+    used += w > 0 ? (size_t)w : 0;
+  }
+  const int nerr = d.ndiags + d.nmore;
+  state_free(&st);
+  deck_free(&d);
+  return nerr;
 }
 
 void config_parse_echo(const char *path, const char *text, struct config *cfg, unsigned char *had,

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "core/fsutil.h"
 #include "input/channel_sets.h"
 #include "input/config_priv.h"
+#include "input/study_settings.h"
 
 struct checker {
   struct cfg_state *st;
@@ -273,44 +275,134 @@ static void check_metrics_file(const struct checker *c) {
   }
 }
 
-/* &study: the sets (what can be checked before the manifest is read: syntax, repeats, and the
- * names and indices when the deck names the channels), and the keys a study does not use. */
-static void check_study(const struct checker *c) {
+/* &study channel_sets: what can be checked before the manifest is read (syntax, repeats, and the
+ * names and indices when the deck names the channels); the list l gets the sets' folders when the
+ * deck names the channels (else l->run_dir is NULL).  Returns whether every set is good. */
+static int check_study_sets(const struct checker *c, struct channel_set_list *l) {
   const struct config *cfg = c->cfg;
-  const struct cfg_key *calc = config_key("control", "calculation"), *sets = config_key("study", "channel_sets");
-  const struct cfg_key *ch = config_key("data", "channels"), *names = config_key("data", "channel_names");
-  if (bad(c, calc) || strcmp(cfg->control.calculation, "study") != 0) {
-    if (!bad(c, calc) && !bad(c, sets) && cfg->study.n_channel_sets > 0)
-      report(c, sets, NULL, "channel_sets is only used with calculation = 'study'");
-    return;
-  }
-  if (!bad(c, ch) && cfg->data.n_channels > 0)
-    report(c, ch, NULL, "channels is not used with calculation = 'study': &study channel_sets names the channels "
-           "of every run");
-  if (bad(c, sets) || bad(c, names)) return;
-  if (cfg->study.n_channel_sets == 0) {
-    report(c, calc, NULL, "calculation = 'study' needs &study channel_sets (e.g. channel_sets = '0,1,2', '0', '1,2')");
-    return;
-  }
+  const struct cfg_key *sets = config_key("study", "channel_sets"), *names = config_key("data", "channel_names");
   /* The run folders are checked here when the deck names the channels (else the manifest names
    * them, and the study checks the folders before any set runs). */
   _Static_assert(sizeof cfg->study.channel_sets / sizeof cfg->study.channel_sets[0] <= CHANNEL_SET_LIST_MAX,
                  "a channel_set_list holds every set of the deck");
-  static struct channel_set_list l;
-  struct channel_set_list *list = &l;
-  memset(list, 0, sizeof *list);
-  list->texts = (const char(*)[CFG_WORDLEN])cfg->study.channel_sets;
-  list->names = (const char(*)[CFG_WORDLEN])cfg->data.channel_names;
-  list->nnames = (int)cfg->data.n_channel_names, list->nchannels = -1;
-  list->run_dir = list->nnames > 0 && !bad(c, config_key("control", "run_dir")) ? cfg->control.run_dir : NULL;
-  list->name_max = NAME_MAX;
+  memset(l, 0, sizeof *l);
+  l->texts = (const char(*)[CFG_WORDLEN])cfg->study.channel_sets;
+  l->names = (const char(*)[CFG_WORDLEN])cfg->data.channel_names;
+  l->nnames = (int)cfg->data.n_channel_names, l->nchannels = -1;
+  l->run_dir = l->nnames > 0 && !bad(c, config_key("control", "run_dir")) ? cfg->control.run_dir : NULL;
+  l->name_max = NAME_MAX;
+  int good = 1;
   for (int i = 0; i < cfg->study.n_channel_sets; i++) {
     char why[1200];
-    const int got = channel_set_list_add(list, i, why, sizeof why);
+    const int got = channel_set_list_add(l, i, why, sizeof why);
     if (got == -1 || got == -4) report(c, sets, NULL, "channel_sets(%d) = %s", i + 1, why);
     if (got == -3) report(c, sets, names, "channel_sets(%d) = '%s': %s", i + 1, cfg->study.channel_sets[i], why);
     if (got == -5) report(c, sets, names, "channel_sets(%d) = %s", i + 1, why);
+    good &= got > 0;
   }
+  return good;
+}
+
+/* &study settings: each applied over the study's deck (types, ranges, keys a study may vary) and,
+ * when the deck itself had no error, checked as the deck of its run would be; no two the same deck;
+ * their folders.  Fills folder[i] (the setting's folder); returns whether every setting is good. */
+static int check_study_settings(const struct checker *c, char (*folder)[STUDY_FOLDER_LEN]) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *key = config_key("study", "settings");
+  const int n = cfg->study.n_settings, clean = c->st->deck->ndiags == 0;
+  struct config *run = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *run);
+  int good = 1;
+  for (int i = 0; i < n; i++) {
+    static char msgs[4096];
+    struct study_setting s;
+    study_run_base(cfg, &run[i]);
+    folder[i][0] = '\0';
+    if (study_setting_apply(cfg->study.settings[i], &run[i], clean, &s, msgs, sizeof msgs) != 0) {
+      for (char *m = msgs, *e; m && *m; m = e ? e + 1 : NULL) {
+        e = strchr(m, '\n');
+        if (e) *e = '\0';
+        report(c, key, NULL, "settings(%d) = '%s': %s", i + 1, cfg->study.settings[i], m);
+      }
+      good = 0;
+      continue;
+    }
+    snprintf(folder[i], STUDY_FOLDER_LEN, "%s", s.folder);
+    for (int j = 0; j < i; j++) {
+      if (!folder[j][0]) continue;
+      int same = 1;
+      for (int k = 0; k < cfg_nkeys && same; k++) same = cfg_value_same(&run[i], &run[j], &cfg_keys[k]);
+      if (same) {
+        report(c, key, NULL, "settings(%d) = '%s' gives the same deck as settings(%d) = '%s'", i + 1,
+               cfg->study.settings[i], j + 1, cfg->study.settings[j]);
+        good = 0, folder[i][0] = '\0';
+        break;
+      }
+    }
+  }
+  free(run);
+  return good;
+}
+
+/* The runs' folders (every set with every setting), when every one is known. */
+static void check_study_folders(const struct checker *c, const struct channel_set_list *l,
+                                const char (*setting)[STUDY_FOLDER_LEN]) {
+  const struct config *cfg = c->cfg;
+  const int nsets = cfg->study.n_channel_sets, nset = nsets > 0 ? nsets : 1;
+  const int nsettings = cfg->study.n_settings, nsetting = nsettings > 0 ? nsettings : 1;
+  char(*folder)[STUDY_FOLDER_LEN] = xcalloc((size_t)nset * (size_t)nsetting, sizeof *folder);
+  for (int i = 0; i < nset * nsetting; i++) {
+    const char *a = nsets > 0 ? l->folder[i / nsetting] : "", *b = nsettings > 0 ? setting[i % nsetting] : "";
+    if (study_folder_join(a, b, folder[i], sizeof folder[i]) != 0) folder[i][0] = '\0';
+  }
+  char why[1200], ra[200], rb[200];
+  int other;
+  const int bad_row = study_folders_check((const char(*)[STUDY_FOLDER_LEN])folder, nset * nsetting,
+                                          cfg->control.run_dir, NAME_MAX, &other, why, sizeof why);
+  if (bad_row >= 0) {
+    const struct cfg_key *key = config_key("study", nsettings > 0 ? "settings" : "channel_sets");
+    const struct cfg_key *names = config_key("data", "channel_names");
+    study_run_label(cfg, bad_row, ra, sizeof ra);
+    if (other < 0) {
+      report(c, key, names, "%s: %s", ra, why);
+    } else {
+      study_run_label(cfg, other, rb, sizeof rb);
+      report(c, key, names, "%s would write the folder %s/%s of %s%s", ra, cfg->control.run_dir, folder[other], rb,
+             strcmp(folder[bad_row], folder[other]) == 0 ? "" : " (the same folder where case is ignored)");
+    }
+  }
+  free(folder);
+}
+
+/* &study: the sets and settings, and the keys a study does not use. */
+static void check_study(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *calc = config_key("control", "calculation"), *sets = config_key("study", "channel_sets");
+  const struct cfg_key *settings = config_key("study", "settings");
+  const struct cfg_key *ch = config_key("data", "channels"), *names = config_key("data", "channel_names");
+  if (bad(c, calc) || strcmp(cfg->control.calculation, "study") != 0) {
+    if (!bad(c, calc) && !bad(c, sets) && cfg->study.n_channel_sets > 0)
+      report(c, sets, NULL, "channel_sets is only used with calculation = 'study'");
+    if (!bad(c, calc) && !bad(c, settings) && cfg->study.n_settings > 0)
+      report(c, settings, NULL, "settings is only used with calculation = 'study'");
+    return;
+  }
+  if (!bad(c, ch) && !bad(c, sets) && cfg->data.n_channels > 0 && cfg->study.n_channel_sets > 0)
+    report(c, ch, NULL, "channels is not used with calculation = 'study' and &study channel_sets: channel_sets "
+           "names the channels of every run");
+  if (bad(c, sets) || bad(c, names) || bad(c, settings)) return;
+  if (cfg->study.n_channel_sets == 0 && cfg->study.n_settings == 0) {
+    report(c, calc, NULL, "calculation = 'study' needs &study channel_sets (e.g. channel_sets = '0,1,2', '0', '1,2') "
+           "or settings (e.g. settings = 'teacher_temp = 0.04', 'teacher_temp = 0.07')");
+    return;
+  }
+  static struct channel_set_list l;
+  static char setting[sizeof cfg->study.settings / sizeof cfg->study.settings[0]][STUDY_FOLDER_LEN];
+  const int sets_good = check_study_sets(c, &l), settings_good = check_study_settings(c, setting);
+  /* Every run's folder, when the deck names every one (channel sets named by the manifest's
+   * channel names are checked by the study, before any run starts). */
+  if (sets_good && settings_good && (cfg->study.n_channel_sets == 0 || l.run_dir) &&
+      !bad(c, config_key("control", "run_dir")))
+    check_study_folders(c, &l, (const char(*)[STUDY_FOLDER_LEN])setting);
 }
 
 void config_check(struct cfg_state *st, const struct config *cfg, const struct config *defaults) {

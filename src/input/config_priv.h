@@ -36,6 +36,16 @@ void config_fmt_bound(const struct cfg_key *k, double x, char *out, size_t n);
  * configuration of an empty deck (a named architecture's keys must keep their defaults). */
 void config_check(struct cfg_state *st, const struct config *cfg, const struct config *defaults);
 
+/* Apply text, assignments as inside a deck group ("teacher_temp = 0.04, lr = 1e-4"), over cfg with
+ * the deck reader and the key table's types, ranges and choices; find names the key of each
+ * assignment (NULL: none may be set, the reason in why).  The keys set are written to keys (at most
+ * maxkeys, in the text's order; *nkeys of them) and marked in cfg->deck_sets.  check: then also the
+ * cross-key checks (config_check) of the result, when the assignments had no error.  Returns the
+ * number of errors, their messages in msgs (size n), one a line. */
+typedef const struct cfg_key *(*config_key_finder)(const char *name, char *why, size_t n);
+int config_apply_assignments(struct config *cfg, const char *text, config_key_finder find, int check, int *keys,
+                             int maxkeys, int *nkeys, char *msgs, size_t n);
+
 /* Suggestions (config_suggest.c).  Edit distance is the optimal-string-alignment form of
  * Damerau-Levenshtein (adjacent transpositions cost 1), case-insensitive. */
 int config_edit_distance(const char *a, const char *b);

@@ -72,7 +72,8 @@ assert names == ["ch0_ch1_ch2", "ch2"], names
 assert [c.decode() for c in s["channels"][:]] == ["0,1,2", "2"]
 assert [c.decode() for c in s["channel_set"][:]] == ["0,1,2", "ch2"]
 assert list(s["k"][:]) == [1, 3] and s.attrs["ranks"] == 1 and s.attrs["ranks_per_run"] == 1
-assert s.attrs["format"].decode() == "scdino-study" and s.attrs["version"] == 2
+assert s.attrs["format"].decode() == "scdino-study" and s.attrs["version"] == 3
+assert [t.decode() for t in s["setting"][:]] == ["", ""] and len(s["settings"]) == 0
 rows = [l.split() for l in open("one/study.txt")]
 for i, n in enumerate(names):
     k = h5py.File("one/%s/knn.h5" % n, "r")
