@@ -14,14 +14,13 @@
 #include "analysis/pipeline.h"
 #include "analysis/study.h"
 #include "core/check.h"
-#include "core/heartbeat.h"
+#include "core/watchdog.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"
 #include "core/log.h"
 #include "core/runlock.h"
 #include "core/signals.h"
-#include "core/watchdog.h"
 #include "data/shards.h"
 #include "train/checkpoint.h"
 
@@ -305,7 +304,7 @@ int study_run(const struct config *cfg) {
   int group = 0, stopped = 0;
   if (ngroups > 1) {
     /* A group that is done waits for the others, maybe for hours: the ring tells it whether they
-     * live (heartbeat.h). */
+     * live (core/watchdog.h). */
     heartbeat_begin(HEARTBEAT_WORLD, cfg->system.step_timeout);
     group = comm_group_begin(R);
     log_init(comm_rank(), log_verbosity()); /* every group's rank 0 prints, its lines tagged */

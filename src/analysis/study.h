@@ -14,7 +14,7 @@
  * With &study ranks_per_run = R below the rank count N, the ranks form N/R groups of consecutive
  * ranks (comm_group_begin), each with its own communicators (MPI and NCCL); group g runs runs g,
  * g + N/R, ...  A run depends only on its own deck and R, so its checkpoints are the same whatever
- * the grouping.  A world heartbeat ring (heartbeat.h) runs from the split to the study's end, so
+ * the grouping.  A world heartbeat ring (core/watchdog.h) runs from the split to the study's end, so
  * the groups that are done wait for the others as long as these live.  Restart (&training restart =
  * .true.): a run whose pipeline.txt exists and whose checkpoint has every epoch (its own epochs) is
  * skipped; the others run, continuing from their checkpoints. */

@@ -9,11 +9,10 @@
 #include <time.h>
 
 #include "core/check.h"
-#include "core/heartbeat.h"
+#include "core/watchdog.h"
 #include "core/comm.h"
 #include "core/comm_mpi.h"
 #include "core/log.h"
-#include "core/watchdog.h"
 
 static struct comm_info info = {0, 1, 0, 1, 0, 0, 1, 0, 1};
 

@@ -106,6 +106,22 @@ int h5util_dset_read_1d(hid_t loc, const char *name, H5T_class_t cls, hid_t mtyp
 int h5util_dset_read_strs(hid_t loc, const char *name, int64_t max, char ***out, int64_t *n);
 void h5util_strs_free(char **s, int64_t n);
 
+/* ---- what HDF5 trusts and scdino checks (h5util_guard.c) ------------------------------------------ */
+
+/* Every object of file fid is reached through hard links only (a soft, external or user-defined
+ * link is refused: scdino writes none, and an external one would read another file), and every
+ * dataset keeps its values in the file itself (contiguous, chunked or compact; a virtual dataset
+ * or external storage is refused: their values would bypass the file's checksums).  0, or -1 with
+ * the reason, naming the object, in why.  h5util_file_open checks this before it returns a file. */
+int h5util_objects_check(hid_t fid, char *why, size_t n);
+/* Before HDF5 reads the n variable-length strings of obj (an attribute when is_attr, else a
+ * dataset; `what` names it in messages): each must refer to an object of its own length in a
+ * global heap collection that is whole - inside the file, its objects tiling it exactly with sane
+ * sizes and unique indices, its free space consistent.  The collections carry no checksum and
+ * HDF5 1.10 crashes or hangs on such damage.  0, or -1 with the reason in why ("global heap at
+ * offset N is damaged (...)").  The string readers below call it. */
+int h5util_gheap_check(hid_t obj, int is_attr, size_t n, const char *what, char *why, size_t wn);
+
 /* ---- writing ----------------------------------------------------------------------------------- */
 
 /* A failure ends the job (SCD_EXIT_FAILURE) with a message naming the file, the object and HDF5's

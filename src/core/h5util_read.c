@@ -65,6 +65,10 @@ int h5util_file_open(const char *path, hid_t *fid) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0)
     return fail(H5UTIL_BAD, "cannot open it as an HDF5 file (truncated or damaged?): %s", h5util_reason(reason, sizeof reason, 0));
+  if (h5util_objects_check(f, reason, sizeof reason) != 0) {
+    H5Fclose(f);
+    return fail(H5UTIL_BAD, "%s", reason);
+  }
   *fid = f;
   return ok();
 }
@@ -180,7 +184,14 @@ int h5util_attr_read_str(hid_t obj, const char *name, char *buf, size_t n) {
   hid_t mt = str_mem_type(ft);
   char *s = NULL;
   if (H5Tis_variable_str(ft) > 0) {
-    char *v = NULL;
+    char *v = NULL, of[600], what[700], w[1024];
+    snprintf(what, sizeof what, "attribute '%s'%s", name, owner(obj, of, sizeof of));
+    if (h5util_gheap_check(a, 1, 1, what, w, sizeof w) != 0) {
+      if (mt >= 0) H5Tclose(mt);
+      H5Tclose(ft);
+      H5Aclose(a);
+      return fail(H5UTIL_BAD, "%s", w);
+    }
     if (mt >= 0 && H5Aread(a, mt, &v) >= 0) {
       s = xstrdup(v ? v : "");
       H5free_memory(v);
@@ -356,6 +367,10 @@ int h5util_dset_read_strs(hid_t loc, const char *name, int64_t max, char ***out,
   char **s = xcalloc(count ? count : 1, sizeof *s);
   if (rc == H5UTIL_OK && (mt < 0 || (!vlen && sz == 0)))
     rc = fail(H5UTIL_BAD, "dataset '%s' has zero-length or unreadable strings", p);
+  char what[1100], w[1024];
+  snprintf(what, sizeof what, "dataset '%s'", p);
+  if (rc == H5UTIL_OK && vlen && h5util_gheap_check(d, 0, count, what, w, sizeof w) != 0)
+    rc = fail(H5UTIL_BAD, "%s", w);
   if (rc == H5UTIL_OK && count > 0) {
     /* Variable-length: count pointers to HDF5's copies; fixed: count strings of sz bytes. */
     char *raw = xcalloc(count, vlen ? sizeof(char *) : sz);

@@ -7,11 +7,10 @@
 #include <time.h>
 
 #include "core/check.h"
-#include "core/heartbeat.h"
+#include "core/watchdog.h"
 #include "core/comm.h"
 #include "core/comm_mpi.h"
 #include "core/log.h"
-#include "core/watchdog.h"
 
 #define TAG 1
 #define EVERY 1.0 /* seconds between two heartbeats of a rank, at least */

@@ -9,10 +9,9 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "core/heartbeat.h"
+#include "core/watchdog.h"
 #include "core/comm.h"
 #include "core/log.h"
-#include "core/watchdog.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;

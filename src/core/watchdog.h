@@ -10,7 +10,20 @@
  * and for how long, removes unfinished temporary files and exits with status 1, which makes mpirun
  * or srun end the other ranks.  (NCCL collectives have their own watchdog in cuda/grad_comm_nccl.c.)
  *
- * Waits that may last longer than the timeout are bounded by heartbeat rings instead (heartbeat.h). */
+ * Waits that may last longer than the timeout (a group of a study waiting for the other groups'
+ * sets, a node's ranks waiting for local rank 0's copy of the shards) cannot be bounded by the
+ * timeout: they are fed as progress only while the ranks they wait for show life.  That evidence is
+ * a heartbeat ring (heartbeat.c) over the ranks of the wait, active for the whole phase that ends in
+ * it: every rank keeps one synchronous-mode message (MPI_Issend) to its successor (rank + 1 mod n)
+ * outstanding, sending the next, at most one a second, at its first progress point after the last
+ * was received, and one receive from its predecessor posted.  A live rank reaches a progress point
+ * at least every step_timeout (or its own watchdog ends the job), so a predecessor silent for
+ * longer than step_timeout plus a margin has died or been stopped: a rank that waits then ends the
+ * job, naming it.  When every live rank waits, the successor of a dead one is among them, so a
+ * stopped rank ends the job within step_timeout plus the margin of the last live rank's wait.  Busy
+ * ranks only send and receive: they never judge, so a long set is never cut short by a slow one.
+ * MPI is FUNNELED: the ring is polled by the main thread only (progress points of other threads
+ * skip it).  Outside these phases there is no ring and no extra message. */
 #ifndef SCDINO_WATCHDOG_H
 #define SCDINO_WATCHDOG_H
 
@@ -29,5 +42,23 @@ void watchdog_stop(void);
 /* End this rank now as the watchdog does (the message, temporary files removed, exit status 1, no
  * MPI): `why` says what no longer lives. */
 SCD_NORETURN void watchdog_expire(const char *why);
+
+/* The heartbeat rings: over MPI_COMM_WORLD (a study's groups) and over the current node
+ * communicator (staging).  At most one of each at a time. */
+enum heartbeat_ring { HEARTBEAT_WORLD, HEARTBEAT_NODE, HEARTBEAT_RINGS };
+/* Begin a ring over its communicator (collective there; nothing with timeout_s <= 0 or a single
+ * rank); the rank's waits in it are then bounded by timeout_s plus HEARTBEAT_MARGIN of silence. */
+void heartbeat_begin(enum heartbeat_ring ring, double timeout_s);
+/* End it (collective): every rank's last heartbeat delivered, then a barrier, then the last receive
+ * cancelled.  A rank that dies here leaves the others unfed: the watchdog ends the job. */
+void heartbeat_end(enum heartbeat_ring ring);
+/* Send and receive on every active ring (main thread only; nothing elsewhere or without rings). */
+void heartbeat_poll(void);
+/* For a rank waiting since `since` (wtime) in a collective of the ring: 1 when the ring is active and
+ * its predecessor has shown life within the limit (the caller feeds the watchdog), 0 when the ring
+ * is not active (the wait is bounded by the watchdog alone); ends the job, naming the predecessor,
+ * when it has been silent for longer.  waiting_for says what the rank waits for ("waiting for ..."). */
+int heartbeat_alive(enum heartbeat_ring ring, double since, const char *waiting_for);
+#define HEARTBEAT_MARGIN 5.0 /* seconds: the 1 s between heartbeats and the watchdog's own 1 s granularity, twice */
 
 #endif

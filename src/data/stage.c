@@ -11,13 +11,12 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "core/heartbeat.h"
+#include "core/watchdog.h"
 #include "core/comm.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "core/watchdog.h"
 #include "data/shards.h"
 #include "data/stage.h"
 
@@ -94,6 +93,26 @@ static int intact(const char *path, const struct shard_list *l, int64_t k, long 
   return fs_file_fnv1a(path, &h, &b) == 0 && b == l->bytes[k] && h == l->fnv1a[k];
 }
 
+/* The manifest last: the copy's description of itself.  A copy with the same bytes (size and
+ * FNV-1a) is kept as it is, so that a stage_dir whose copies all verify is used without writing
+ * anything there (it may be read-only).  0, or -1 with why. */
+static int stage_manifest(const char *src, const char *dst, char *why, size_t n) {
+  char from[PATH_MAX], to[PATH_MAX], tmp[PATH_MAX + 64];
+  fs_join(from, sizeof from, src, SHARDS_MANIFEST);
+  fs_join(to, sizeof to, dst, SHARDS_MANIFEST);
+  uint64_t h, h2;
+  long long b, b2;
+  if (fs_exists(to) && fs_file_fnv1a(from, &h, &b) == 0 && fs_file_fnv1a(to, &h2, &b2) == 0 && b == b2 && h == h2)
+    return 0;
+  fs_atomic_begin(to, tmp, sizeof tmp);
+  if (copy_file(from, tmp, &h, &b, why, n) != 0) {
+    fs_atomic_abort(tmp);
+    return -1;
+  }
+  fs_atomic_commit(tmp, to);
+  return 0;
+}
+
 /* Local rank 0: make stage_dir a verified copy; 0, or -1 with why. */
 static int stage_node(const struct config *cfg, char *why, size_t n) {
   const char *src = cfg->data.shard_dir, *dst = cfg->data.stage_dir;
@@ -143,20 +162,7 @@ static int stage_node(const struct config *cfg, char *why, size_t n) {
     copied_bytes += b;
     progress_update(&prog, k + 1, (double)total_bytes);
   }
-  if (!rc) { /* the manifest last: the copy's description of itself */
-    char from[PATH_MAX], to[PATH_MAX], tmp[PATH_MAX + 64];
-    fs_join(from, sizeof from, src, SHARDS_MANIFEST);
-    fs_join(to, sizeof to, dst, SHARDS_MANIFEST);
-    fs_atomic_begin(to, tmp, sizeof tmp);
-    uint64_t h;
-    long long b;
-    if (copy_file(from, tmp, &h, &b, why, n) != 0) {
-      fs_atomic_abort(tmp);
-      rc = -1;
-    } else {
-      fs_atomic_commit(tmp, to);
-    }
-  }
+  if (!rc) rc = stage_manifest(src, dst, why, n);
   progress_end(&prog);
   const double dt = wtime() - t0;
   if (!rc)

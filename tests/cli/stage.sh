@@ -4,7 +4,8 @@
 # and reads the copy: the same weights as reading shard_dir; a restart reuses the copies; a damaged
 # copy is copied again; 2 ranks on one node copy once; a manifest without the record is checked by
 # size (warned); a stage that does not fit ends the run naming the file (a small tmpfs, root only),
-# or with stage_fallback reads shard_dir.
+# or with stage_fallback reads shard_dir; a read-only stage whose copies verify is used as it is
+# (root only: a tmpfs remounted read-only).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 . "$top_srcdir/tests/faults/fault_lib.sh"
@@ -70,5 +71,25 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=400k tmpfs "$mnt" 2>/dev/null; t
 else
   rmdir "$mnt"
   echo "no tmpfs could be mounted (needs root): the full-disk case is not run"
+fi
+
+# A read-only stage_dir whose copies all verify is used as it is, with nothing written there (root
+# ignores file permissions: the stage lies on a tmpfs remounted read-only).
+ro=$(mktemp -d /tmp/scdino-stage-ro.XXXXXX) || exit 99
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=16m tmpfs "$ro" 2>/dev/null; then
+  trap 'umount "$ro" 2>/dev/null; rmdir "$ro" 2>/dev/null' EXIT
+  train_deck ro1 epochs=1 batch_size_per_rank=4 max_steps=1 | staged "$ro/s" >ro1.nml
+  expect_exit 0 "$SCDINO" ro1.nml
+  expect_grep ": 3 copied \([0-9.]+ MiB at [0-9]+ MiB/s\), 0 reused"
+  mount -o remount,ro "$ro" || exit 99
+  train_deck ro2 epochs=1 batch_size_per_rank=4 | staged "$ro/s" >ro2.nml
+  expect_exit 0 "$SCDINO" ro2.nml
+  expect_grep "stage: shards -> $ro/s: 3 shard\(s\), [0-9.]+ MiB: 0 copied \([0-9.]+ MiB at [0-9]+ MiB/s\), 3 reused"
+  expect_grep "data: [0-9.]+ MiB of images read from the stage $ro/s by rank 0 in the epoch"
+  umount "$ro" && rmdir "$ro"
+  trap - EXIT
+else
+  rmdir "$ro"
+  echo "no tmpfs could be mounted (needs root): the read-only stage case is not run"
 fi
 finish

@@ -209,6 +209,15 @@ case_ $d image_offsets_zeroed 0 "kNN on raw pixels 4x4 \(48-d\): best Top-1 94\.
   "h5edit shards/shard-00000.h5 fill image_offsets 0 1 88"
 case_ $d image_offset_beyond_eof 0 "kNN on raw pixels 4x4 \(48-d\): best Top-1 94\.12 %" \
   "h5edit shards/shard-00000.h5 set image_offsets 5 99999999999"
+# Values that would come from outside the file (bypassing its checksums) are refused at open: each
+# of these read another file's (here identical) values before.
+case_ $d manifest_external_link 3 "$m: 'labels' is an external link to '/labels' in .*/m2\.h5; scdino reads only objects stored in the file itself" \
+  'cp shards/manifest.h5 m2.h5 && h5edit shards/manifest.h5 elink labels "$PWD/m2.h5" /labels'
+case_ $d manifest_virtual 3 "$m: dataset 'mean' is a virtual dataset" \
+  'cp shards/manifest.h5 m2.h5 && h5edit shards/manifest.h5 virtual mean "$PWD/m2.h5" mean'
+case_ $d shard_external_storage 3 "shard $s: dataset 'index' keeps its values in an external file \('.*/index\.bin'\)" \
+  'h5edit shards/shard-00000.h5 external index "$PWD/index.bin"'
+case_ $d manifest_soft_link 3 "$m: 'std' is a soft link to '/mean'" 'h5edit shards/manifest.h5 soft std /mean'
 
 # ---- features files (knn reads them) ----
 d=features
@@ -248,6 +257,12 @@ case_ $d paths_2_pow_40 3 "$f: dataset 'paths' has 1099511627776 entries; at mos
   "h5edit run/features_0002.h5 lazy paths str 1099511627776"
 case_ $d paths_unwritten 3 "$f: dataset 'paths' claims 84 values but stores only 0 bytes" "h5edit run/features_0002.h5 lazy paths str 84"
 case_ $d epoch_array 3 "$f: attribute 'epoch' must be a single integer" "h5edit run/features_0002.h5 attr_ints epoch 1,2"
+case_ $d external_storage 3 "$f: dataset 'features' keeps its values in an external file \('.*/x\.bin'\)" \
+  'h5edit run/features_0002.h5 external features "$PWD/x.bin"'
+case_ $d external_link 3 "$f: 'labels' is an external link to '/labels' in .*/f2\.h5" \
+  'cp run/features_0002.h5 f2.h5 && h5edit run/features_0002.h5 elink labels "$PWD/f2.h5" /labels'
+case_ $d virtual 3 "$f: dataset 'index' is a virtual dataset" \
+  'cp run/features_0002.h5 f2.h5 && h5edit run/features_0002.h5 virtual index "$PWD/f2.h5" index'
 
 # ---- checkpoints (features reads the weights; train with restart=.true. reads the whole state) ----
 d=ckpt
@@ -285,6 +300,14 @@ case_ $d tensor_nan 3 "$c: tensor $t\.blocks\.0\.attn\.qkv\.weight holds a non-f
   "h5edit run/checkpoint.h5 set $t.blocks.0.attn.qkv.weight 5 nan"
 case_ $d tensor_inf 3 "$c: tensor $t\.cls_token holds a non-finite value at element 0" "h5edit run/checkpoint.h5 set $t.cls_token 0 -inf"
 case_ $d tensor_is_group 3 "$c: '$t\.norm\.bias' is not a dataset" "h5edit run/checkpoint.h5 group $t.norm.bias"
+case_ $d external_storage 3 "$c: dataset '$t\.norm\.weight' keeps its values in an external file \('.*/w\.bin'\)" \
+  'h5edit run/checkpoint.h5 external teacher/backbone.norm.weight "$PWD/w.bin"'
+case_ $d external_link 3 "$c: 'teacher' is an external link to '/teacher' in .*/other\.h5" \
+  'cp run/checkpoint.h5 other.h5 && h5edit run/checkpoint.h5 elink teacher "$PWD/other.h5" /teacher'
+case_ $d virtual 3 "$c: dataset '$t\.norm\.weight' is a virtual dataset" \
+  'cp run/checkpoint.h5 other.h5 && h5edit run/checkpoint.h5 virtual teacher/backbone.norm.weight "$PWD/other.h5" teacher/backbone.norm.weight'
+case_ $d soft_link 3 "$c: '$t\.norm\.weight' is a soft link to '/student/backbone\.norm\.weight'" \
+  'h5edit run/checkpoint.h5 soft teacher/backbone.norm.weight /student/backbone.norm.weight'
 case_ $d tensor_of_deeper_model 3 "$c: tensor teacher/backbone\.blocks\.1\.norm1\.weight is not part of the model of this deck" \
   "h5edit run/checkpoint.h5 nums $t.blocks.1.norm1.weight f32 1,1,1,1,1,1,1,1"
 d=restart

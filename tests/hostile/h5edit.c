@@ -21,6 +21,12 @@
  *   group OBJ                   ... by an empty group (a name that is not a dataset)
  *   set OBJ FLATINDEX VALUE     overwrite one element in place (VALUE: a number, nan, inf, -inf)
  *   fill OBJ VALUE [FROM TO]    overwrite every element (flat indices FROM..TO) in place
+ *   external OBJ PATH           ... by a dataset of the same values kept in external file PATH
+ *   virtual OBJ FILE SRC        ... by a virtual dataset whose values are dataset SRC of FILE
+ *   elink OBJ FILE TARGET       ... by an external link to TARGET in FILE
+ *   soft OBJ TARGET             ... by a soft link to TARGET (a path in this file)
+ *   v1                          rewrite the whole file as a version-1 file (tests/hostile/h5v1.h:
+ *                               HDF5's earliest format, variable-length strings, no checksums)
  * Exit status 0, 2 on bad arguments, 1 when HDF5 fails. */
 #include "build_config.h"
 
@@ -30,12 +36,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "tests/hostile/h5v1.h"
 
 static void die(const char *what) {
   fprintf(stderr, "h5edit: %s failed\n", what);
   exit(1);
 }
 #define H(call) ((call) < 0 ? (die(#call), 0) : 0)
+
+/* Replace dataset name by one of the same type and shape whose values lie outside the file: in
+ * external file `file` (virtual: 0), or those of dataset src of `file` (virtual: 1). */
+static void outside(hid_t f, const char *name, const char *file, const char *src, int virtual) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  if (d < 0) die("H5Dopen2");
+  hid_t ft = H5Dget_type(d), sp = H5Dget_space(d), mt = H5Tget_native_type(ft, H5T_DIR_ASCEND);
+  hsize_t dims[8] = {0};
+  const int rank = H5Sget_simple_extent_dims(sp, dims, NULL);
+  const hssize_t n = H5Sget_simple_extent_npoints(sp);
+  hid_t fsp = H5Screate_simple(rank, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  void *buf = calloc((size_t)n + 1, H5Tget_size(mt));
+  if (rank < 1 || fsp < 0 || dcpl < 0 || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) die("reading OBJ");
+  H(H5Dclose(d));
+  H(H5Ldelete(f, name, H5P_DEFAULT));
+  if (virtual)
+    H(H5Pset_virtual(dcpl, fsp, file, src, fsp));
+  else
+    H(H5Pset_external(dcpl, file, 0, (hsize_t)n * H5Tget_size(ft)));
+  hid_t e = H5Dcreate2(f, name, ft, fsp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (e < 0) die("H5Dcreate2");
+  if (!virtual) H(H5Dwrite(e, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
+  H(H5Dclose(e));
+  free(buf);
+  H(H5Pclose(dcpl));
+  H(H5Sclose(fsp));
+  H(H5Sclose(sp));
+  H(H5Tclose(mt));
+  H(H5Tclose(ft));
+}
 
 static hid_t type_of(const char *t) {
   if (!strcmp(t, "i8")) return H5T_STD_I8LE;
@@ -100,9 +139,15 @@ static void write_nums(hid_t f, const char *name, hid_t type, int rank, const hs
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) {
+  if (argc < 3 || (argc < 4 && strcmp(argv[2], "v1") != 0)) {
     fprintf(stderr, "usage: h5edit FILE OP ARGS... (see tests/hostile/h5edit.c)\n");
     return 2;
+  }
+  if (!strcmp(argv[2], "v1")) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.v1.%ld", argv[1], (long)getpid());
+    if (h5v1_copy(argv[1], tmp) != 0 || rename(tmp, argv[1]) != 0) die("h5v1_copy");
+    return 0;
   }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   const char *file = argv[1], *op = argv[2], *name = argv[3];
@@ -197,6 +242,16 @@ int main(int argc, char **argv) {
     H(H5Tclose(t));
     H(H5Pclose(dcpl));
     H(H5Sclose(sp));
+  } else if (!strcmp(op, "external") && argc == 5) {
+    outside(f, name, argv[4], NULL, 0);
+  } else if (!strcmp(op, "virtual") && argc == 6) {
+    outside(f, name, argv[4], argv[5], 1);
+  } else if (!strcmp(op, "elink") && argc == 6) {
+    unlink_if(f, name);
+    H(H5Lcreate_external(argv[4], argv[5], f, name, H5P_DEFAULT, H5P_DEFAULT));
+  } else if (!strcmp(op, "soft") && argc == 5) {
+    unlink_if(f, name);
+    H(H5Lcreate_soft(argv[4], f, name, H5P_DEFAULT, H5P_DEFAULT));
   } else if (!strcmp(op, "group")) {
     unlink_if(f, name);
     hid_t g = H5Gcreate2(f, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

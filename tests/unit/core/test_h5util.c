@@ -2,7 +2,8 @@
  * h5util.h: strings of both kinds with blanks trimmed, numbers of the class asked for, single values
  * as scalars or one-element arrays, datasets that store what they claim) and the words of their
  * reasons; the layouts the writers give (scalar or 1-D attributes, scalar and empty datasets);
- * and the messages of failed writes and of h5util_need (file and object named). */
+ * what they refuse that HDF5 would follow (a damaged global heap, links and storage leading out of
+ * the file); and the messages of failed writes and of h5util_need (file and object named). */
 #include "build_config.h"
 
 #include <hdf5.h>
@@ -308,6 +309,162 @@ static void test_open(void) {
   unlink(p);
 }
 
+/* ---- what HDF5 trusts ---- */
+
+/* A file as h5py and old scdino write one: the earliest format, variable-length strings (kept in
+ * a global heap collection, which has no checksum). */
+static void write_vlen_file(void) {
+  hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  hid_t sc = H5Screate(H5S_SCALAR);
+  const char *one = "scdino-checkpoint", *three[3] = {"a", "bb", "ccc"};
+  hid_t a = H5Acreate2(f, "format", t, sc, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, &one);
+  H5Aclose(a);
+  const hsize_t n = 3;
+  hid_t sp = H5Screate_simple(1, &n, NULL), d = H5Dcreate2(f, "names", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, three);
+  H5Dclose(d);
+  H5Sclose(sp);
+  H5Sclose(sc);
+  H5Tclose(t);
+  H5Fclose(f);
+}
+
+/* The file offset of the global heap collection, and of its objects' headers (object k's at
+ * obj[k], k < *nobj; the last is the free space). */
+static long gcol_find(long *obj, int *nobj) {
+  FILE *fp = fopen(file, "rb");
+  static unsigned char b[1 << 16];
+  const size_t size = fread(b, 1, sizeof b, fp);
+  fclose(fp);
+  *nobj = 0;
+  for (size_t off = 0; off + 16 <= size; off++) {
+    if (memcmp(b + off, "GCOL\1", 5) != 0) continue;
+    for (size_t p = off + 16; p + 16 <= size && *nobj < 16;) {
+      uint64_t len = 0;
+      for (int k = 7; k >= 0; k--) len = len << 8 | b[p + 8 + k];
+      obj[(*nobj)++] = (long)p;
+      if (b[p] == 0 && b[p + 1] == 0) break;
+      p += 16 + (len + 7) / 8 * 8;
+    }
+    return (long)off;
+  }
+  return -1;
+}
+
+/* Overwrite n bytes at offset off of the file (the old ones into old, when not NULL). */
+static void poke(long off, const void *v, size_t n, void *old) {
+  FILE *fp = fopen(file, "r+b");
+  fseek(fp, off, SEEK_SET);
+  if (old && fread(old, 1, n, fp) != n) T_CHECK(0, "poke: cannot read");
+  fseek(fp, off, SEEK_SET);
+  fwrite(v, 1, n, fp);
+  fclose(fp);
+}
+
+/* In a child (a crash or a hang must fail the test, not end it): the string attribute or the
+ * string dataset is refused with a reason naming the damaged heap. */
+static int read_damaged(void *arg) {
+  alarm(60);
+  const int dset = *(const int *)arg;
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  char s[64];
+  char **v = NULL;
+  int64_t n = 0;
+  const int rc = dset ? h5util_dset_read_strs(f, "names", 10, &v, &n) : h5util_attr_read_str(f, "format", s, sizeof s);
+  printf("%d %s\n", rc, h5util_why());
+  return rc == H5UTIL_BAD && strstr(h5util_why(), "global heap at offset") ? 0 : 1;
+}
+
+static void expect_refused(const char *what, int dset) {
+  char msg[2048];
+  const int st = t_run_child(read_damaged, &dset, 1, msg, sizeof msg);
+  T_CHECK(st == 0, "%s: status %d (a crash or hang is -1), '%s'", what, st, msg);
+}
+
+static void test_global_heap(void) {
+  write_vlen_file();
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  char s[64], **v = NULL;
+  int64_t n = 0;
+  T_CHECK(h5util_attr_read_str(f, "format", s, sizeof s) == H5UTIL_OK && !strcmp(s, "scdino-checkpoint"),
+          "an intact heap: '%s'", s);
+  T_CHECK(h5util_dset_read_strs(f, "names", 10, &v, &n) == H5UTIL_OK && n == 3 && !strcmp(v[2], "ccc"),
+          "an intact heap: strings of a dataset");
+  h5util_strs_free(v, n);
+  H5Fclose(f);
+  long obj[16];
+  int nobj = 0;
+  const long g = gcol_find(obj, &nobj);
+  T_CHECK(g > 0 && nobj == 5, "a collection of 4 strings and its free space: at %ld, %d objects", g, nobj);
+  if (g <= 0 || nobj != 5) return;
+  unsigned char old[8], big[8] = {0x11, 0, 0, 0, 0, 0, 0, 0x40}, zero[8] = {0}, two[2] = {2, 0};
+  /* An object longer than its collection (HDF5 1.10 copies past the heap: SIGSEGV). */
+  poke(obj[0] + 8, big, 8, old);
+  expect_refused("object 1 of 2^62 bytes", 0);
+  poke(obj[0] + 8, old, 8, NULL);
+  /* Free space of size 0 (HDF5 1.10 parses it forever). */
+  poke(obj[4] + 8, zero, 8, old);
+  expect_refused("free space of 0 bytes", 1);
+  poke(obj[4] + 8, old, 8, NULL);
+  /* Two objects of one index. */
+  poke(obj[3], two, 2, old);
+  expect_refused("index 2 twice", 1);
+  poke(obj[3], old, 2, NULL);
+  /* A string whose object is longer than the string (HDF5 copies the object into the string's
+   * buffer): object 2 ("a") claims 8 bytes, its padded size. */
+  unsigned char eight[8] = {8, 0, 0, 0, 0, 0, 0, 0};
+  poke(obj[1] + 8, eight, 8, old);
+  expect_refused("object longer than its string", 1);
+  poke(obj[1] + 8, old, 8, NULL);
+  f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  T_CHECK(h5util_attr_read_str(f, "format", s, sizeof s) == H5UTIL_OK, "restored: %s", h5util_why());
+  H5Fclose(f);
+}
+
+/* Objects whose values would come from outside the file are refused at open, by name. */
+static void test_outside(void) {
+  static const struct {
+    const char *what, *why;
+  } cases[] = {{"soft", "'w' is a soft link to '/x'"},
+               {"external link", "'w' is an external link to '/x' in other.h5"},
+               {"external storage", "dataset 'w' keeps its values in an external file ('w.bin')"},
+               {"virtual", "dataset 'w' is a virtual dataset"}};
+  for (int k = 0; k < 4; k++) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    const hsize_t n = 4;
+    const float x[4] = {1, 2, 3, 4};
+    h5util_dset_write(f, "x", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &n, x);
+    hid_t sp = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
+    if (k == 0) H5Lcreate_soft("/x", f, "w", H5P_DEFAULT, H5P_DEFAULT);
+    if (k == 1) H5Lcreate_external("other.h5", "/x", f, "w", H5P_DEFAULT, H5P_DEFAULT);
+    if (k == 2) H5Pset_external(dcpl, "w.bin", 0, 16);
+    if (k == 3) H5Pset_virtual(dcpl, sp, ".", "x", sp);
+    if (k >= 2) d = H5Dcreate2(f, "w", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    H5Pclose(fapl);
+    const int rc = h5util_file_open(file, &f);
+    T_CHECK(rc == H5UTIL_BAD && why_has(cases[k].why), "%s refused", cases[k].what);
+    if (rc == H5UTIL_OK) H5Fclose(f);
+  }
+  hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t g = h5util_group_create(f, "g");
+  const hsize_t n = 1;
+  const int32_t one = 1;
+  h5util_dset_write(g, "y", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, &one);
+  H5Gclose(g);
+  H5Fclose(f);
+  T_CHECK(h5util_file_open(file, &f) == H5UTIL_OK, "hard links and stored values: %s", h5util_why());
+  H5Fclose(f);
+  unlink("w.bin");
+}
+
 /* Failures end the job naming the file and the object. */
 static int write_twice(void *arg) {
   (void)arg;
@@ -359,5 +516,7 @@ int main(int argc, char **argv) {
   test_fletcher32();
   test_open();
   test_failures();
+  test_global_heap(); /* these rewrite the file test_failures reads */
+  test_outside();
   return t_finish();
 }

@@ -18,9 +18,8 @@
 #include <time.h>
 
 #include "core/comm.h"
-#include "core/heartbeat.h"
-#include "core/log.h"
 #include "core/watchdog.h"
+#include "core/log.h"
 
 #define STEP_TIMEOUT 2.0
 
