@@ -103,6 +103,7 @@ static void write_checkpoints(void) {
   struct dino_loss l = st0.l;
   struct optim o = st0.o;
   const int channels[2] = {0, 1};
+  struct dataset *ds = dataset_open(shard_dir); /* its statistics and names go into /normalization */
   for (int e = 2; e <= 3; e++) {
     dino_model_init_weights(m, (uint64_t)e);
     fill(ops, m->teacher, m->tt.size, 10 * e + 1);
@@ -111,11 +112,12 @@ static void write_checkpoints(void) {
     fill(ops, l.center, (size_t)s.head.out_dim, 10 * e + 4);
     for (int i = 0; i < m->tt.n; i++) o.steps[i] = (m->tt.t[i].flags & TENSOR_GRAD) ? 10 * e + i : 0;
     struct ckpt_state st = {.cfg = &cfg, .model = m, .opt = &o, .loss = &l, .nchannels = 2, .channels = channels,
-                            .epoch = e, .iteration = 0, .niter_per_epoch = 4, .world_size = 1, .n_train = 8,
+                            .ds = ds, .epoch = e, .iteration = 0, .niter_per_epoch = 4, .world_size = 1, .n_train = 8,
                             .keep_prev = 1};
     st.metrics = (struct ckpt_metrics){1.5, 4, 2e-4, 0.3, 4, 8, 1.0};
     checkpoint_save(ckpt, &st);
   }
+  dataset_close(ds);
 }
 
 static int32_t image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
@@ -198,6 +200,10 @@ static int read_checkpoint(void *arg) {
   h = fnv(h, &st.metrics, sizeof st.metrics);
   h = fnv(h, &info.epoch, sizeof info.epoch);
   h = fnv(h, &info.n_train, sizeof info.n_train);
+  h = fnv(h, &info.nnorm, sizeof info.nnorm);
+  h = fnv(h, info.norm_mean, (size_t)info.nnorm * sizeof(double));
+  h = fnv(h, info.norm_std, (size_t)info.nnorm * sizeof(double));
+  for (int c = 0; c < info.nnorm; c++) h = fnv(h, info.channel_names[c], strlen(info.channel_names[c]) + 1);
   emit(h, fell);
   return 0;
 }
@@ -450,8 +456,8 @@ int main(int argc, char **argv) {
   fs_join(manifest, sizeof manifest, shard_dir, SHARDS_MANIFEST);
   fs_join(shard, sizeof shard, shard_dir, "shard-00000.h5");
   fs_join(feats, sizeof feats, dir, "features_0003.h5");
-  write_checkpoints();
   write_shards();
+  write_checkpoints();
   write_features();
 
   if (one >= 0 && only) {
