@@ -184,11 +184,13 @@ int attention_run(const struct config *cfg) {
   /* features.resize (0: the stored size, named by its smaller edge) and attention.image_size. */
   const int H = dataset_height(ds), W = dataset_width(ds), native = H < W ? H : W;
   const int sizes[2] = {cfg->features.resize > 0 ? (int)cfg->features.resize : native, (int)cfg->attention.image_size};
+  struct features_input in; /* the channels and statistics of the checkpoint's network, as for features */
+  features_input_choose(&in, cfg, ds, ckpt, "attention");
   for (int s = 0; s < 2; s++) {
     if (s == 1 && sizes[1] == sizes[0]) break;
     sz[nsizes].size = sizes[s];
     sz[nsizes].threshold = cfg->attention.threshold;
-    features_prep_init(&sz[nsizes].prep, cfg, ds, sizes[s] == native ? 0 : sizes[s], cfg->features.normalize);
+    features_prep_init(&sz[nsizes].prep, cfg, ds, &in, sizes[s] == native ? 0 : sizes[s]);
     nsizes++;
   }
   struct vit_dims d;

@@ -5,7 +5,9 @@
  *   raw image -> selected channels -> per-image, per-channel min-max to [0, 1]
  *   -> bilinear resize of the smaller edge to `resize` (align_corners=False, no antialias; the
  *      longer edge int(resize * long / short), as torchvision Resize(int); 0 = no resize)
- *   -> (x - mean_c) / std_c with the shard set's statistics (features.normalize)
+ *   -> (x - mean_c) / std_c (features.normalize) with the statistics features.normalization
+ *      chooses: the training set's (recorded in the checkpoint), the shard set's, or given values
+ *      (features_input.c)
  *   -> float32 -> backbone -> CLS after the final norm -> L2-normalised.
  * The centre crop (data.center_crop) was applied by prepare when the shards were written.
  * Resizing in float64 also sidesteps PyTorch's separate float32 bilinear kernel for one-channel
@@ -35,6 +37,33 @@ struct features_stream;
 
 #define FEATURES_MAX_CHANNELS 64
 
+/* ---- what feeds the network (features_input.c) ----------------------------------------------- */
+
+/* The shard set's channels that feed a network, in the order of its input channels, and the
+ * per-channel mean/std that normalise them (doc/algorithm.md §8.1). */
+struct features_input {
+  int nsel, sel[FEATURES_MAX_CHANNELS]; /* source channels of the shard set */
+  double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
+  int normalize;                        /* features.normalize: whether mean/std are applied */
+  char how[16];                         /* "checkpoint", "data", "values"; "none" without normalize */
+};
+
+/* data.channels (empty: all) with the shard set's own statistics: the input of a network that no
+ * checkpoint describes.  Bad channel numbers, or a zero standard deviation where normalize is
+ * set, end the job naming the key or the manifest. */
+void features_input_data(struct features_input *in, const struct config *cfg, const struct dataset *ds,
+                         int normalize);
+/* Collective: the input of the network of `checkpoint` on the shard set ds.  Channels: those of
+ * features.channel_map when given, else data.channels, whose names must be the ones the checkpoint
+ * records (a checkpoint without names: its channel indices must be data.channels); a mismatch ends
+ * the job (exit 2) naming both lists, unless &model use_mean_patch_embedding / custom_embedding_map
+ * feed the network other channels on purpose.  Statistics: features.normalization ('auto':
+ * 'data' when ds is the shard set the checkpoint was trained on or it records none, else
+ * 'checkpoint'); 'checkpoint' without recorded statistics ends the job naming what to give
+ * instead.  Logs "<what>: normalisation '<how>' (...)" with the values. */
+void features_input_choose(struct features_input *in, const struct config *cfg, const struct dataset *ds,
+                           const char *checkpoint, const char *what);
+
 /* ---- preprocessing (features_prep.c) --------------------------------------------------------- */
 
 struct features_prep {
@@ -55,10 +84,9 @@ enum { FEATURES_PREP_OK = 0, FEATURES_PREP_FLAT = 1, FEATURES_PREP_NONFINITE = -
 /* torchvision Resize(size) with an int: the smaller edge becomes size, the longer one
  * int(size * long / short); size 0 keeps H x W. */
 void features_resize_shape(int H, int W, int size, int *oh, int *ow);
-/* Channel selection (data.channels), statistics of ds, resize side and normalisation.  Bad
- * channel numbers or a zero standard deviation end the job naming the key or the manifest. */
+/* The images of ds prepared as in says (channels, statistics, normalisation), resized to resize. */
 void features_prep_init(struct features_prep *p, const struct config *cfg, const struct dataset *ds,
-                        int resize, int normalize);
+                        const struct features_input *in, int resize);
 /* The same from explicit values (mean, std NULL: 0 and 1). */
 void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int dtype, const int *sel, int nsel,
                          const double *mean, const double *std, int resize, int normalize);
@@ -141,8 +169,9 @@ void features_extract(const struct config *cfg, char *path, size_t n);
 /* Checkpoint the deck names: features.checkpoint, else run_dir/checkpoint.h5. */
 void features_checkpoint_path(const struct config *cfg, char *buf, size_t n);
 /* Collective: the backbone dimensions of a checkpoint (its recorded hyperparameters, else the
- * deck's &model for the selected channels), checked against the channel selection of prep and
- * against every &model key the deck sets itself (a contradiction ends the job with exit 3 naming
+ * deck's &model for the selected channels), checked against the channel count of prep (whose
+ * channels features_input_choose matched to the checkpoint's) and against every &model key the
+ * deck sets itself (a contradiction ends the job with exit 3 naming
  * the key and both values; keys left at their defaults take the checkpoint's values).  The
  * checkpoint and the manifest become inputs of the run (fs_input_add: no output replaces them).
  * *epoch gets the number of its last finished epoch (0-based, the EEEE of checkpoint_EEEE.h5;

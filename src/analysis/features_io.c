@@ -30,6 +30,11 @@ void features_write_meta(hid_t fid, const struct features *f) {
   h5util_attr_write_str(fid, "checkpoint", f->checkpoint);
   h5util_attr_write_str(fid, "checkpoint_key", f->checkpoint_key);
   h5util_attr_write_i64(fid, "epoch", f->epoch);
+  if (f->normalization[0]) h5util_attr_write_str(fid, "normalization", f->normalization);
+  if (f->nnorm > 0) {
+    h5util_attr_write(fid, "norm_mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, (hsize_t)f->nnorm, f->norm_mean);
+    h5util_attr_write(fid, "norm_std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, (hsize_t)f->nnorm, f->norm_std);
+  }
 }
 
 void features_write(const char *path, const struct features *f) {
@@ -253,14 +258,18 @@ void features_read_rows(const char *path, const struct features *f, const int64_
   read_rows(path, f, rows, n, dst);
 }
 
-void features_read(const char *path, struct features *f) {
-  features_read_meta(path, f);
+void features_read_paths(const char *path, struct features *f) {
   hid_t fid;
   need(path, h5util_file_open(path, &fid));
   int64_t np = 0;
   need(path, h5util_dset_read_strs(fid, "paths", f->n, &f->paths, &np));
   if (np != f->n) bad(path, "'paths' has %lld rows but 'features' has %" PRId64, (long long)np, f->n);
   CHECK_H5(H5Fclose(fid));
+}
+
+void features_read(const char *path, struct features *f) {
+  features_read_meta(path, f);
+  features_read_paths(path, f);
   f->x = xmalloc(MUL_SIZE(MUL_SIZE((size_t)f->n, (size_t)f->d), sizeof(float)));
   read_rows(path, f, NULL, f->n, f->x);
 }

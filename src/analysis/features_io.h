@@ -7,7 +7,8 @@
  *   index        int64   [N]      global sample index in the shard set (unique, >= 0)
  *   class_names  string  [C]
  *   root attributes: format = "scdino-features", version = 2, checkpoint (string), epoch (int64),
- *   checkpoint_key ("teacher" | "student").
+ *   checkpoint_key ("teacher" | "student"); normalization ("checkpoint", "data", "values", "none"),
+ *   norm_mean, norm_std (float64 [channels], when normalised): a record of the input.
  * Strings are written fixed-length (checksummed: doc/formats.md); variable-length ones (version 1) are read too.
  * Features and labels travel in one file, so rows can never be misaligned (upstream writes two
  * CSV files and aligns them by replaying an RNG). */
@@ -36,6 +37,11 @@ struct features {
   char checkpoint[1024];    /* the checkpoint the features come from */
   char checkpoint_key[64];  /* "teacher" or "student" */
   int64_t epoch;            /* epoch of that checkpoint */
+  /* How the images were normalised (written, not read back: a record): "checkpoint", "data",
+   * "values" or "none" ("" : not recorded), and the mean/std of each input channel. */
+  char normalization[16];
+  int nnorm;
+  double norm_mean[64], norm_std[64]; /* 64: FEATURES_MAX_CHANNELS (analysis/features.h) */
 };
 
 /* Write f to path atomically (temporary name, fsync, rename).  Not collective: one rank writes.
@@ -54,6 +60,8 @@ void features_read(const char *path, struct features *f);
 /* features_read without the rows and the paths (f->x and f->paths NULL): what the kNN needs of
  * every row, whose feature rows each rank then reads in parts (features_read_rows). */
 void features_read_meta(const char *path, struct features *f);
+/* Its 'paths' into f->paths, for f read by features_read_meta (rank 0 of the kNN, for its report). */
+void features_read_paths(const char *path, struct features *f);
 /* Rows rows[0..n) of path's 'features' (f: its features_read_meta) into dst [n][f->d], in the
  * order asked, validated as features_read validates them; the file is read in ascending order in
  * windows of up to 16 MiB, so only the wanted rows and one window are held. */

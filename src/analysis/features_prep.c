@@ -74,39 +74,9 @@ void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int d
 }
 
 void features_prep_init(struct features_prep *p, const struct config *cfg, const struct dataset *ds,
-                        int resize, int normalize) {
-  const char *dir = dataset_dir(ds);
-  const int C_all = dataset_channels(ds);
-  int nsel, sel[FEATURES_MAX_CHANNELS];
-  if (cfg->data.n_channels == 0) {
-    if (C_all > FEATURES_MAX_CHANNELS)
-      scd_fatal(SCD_EXIT_INPUT, "the shard set %s has %d channels; select at most %d with data.channels", dir,
-                C_all, FEATURES_MAX_CHANNELS);
-    nsel = C_all;
-    for (int c = 0; c < C_all; c++) sel[c] = c;
-  } else {
-    nsel = cfg->data.n_channels;
-    if (nsel > FEATURES_MAX_CHANNELS)
-      scd_fatal(SCD_EXIT_INPUT, "data.channels selects %d channels; at most %d are supported", nsel,
-                FEATURES_MAX_CHANNELS);
-    for (int s = 0; s < nsel; s++) {
-      if (cfg->data.channels[s] >= C_all)
-        scd_fatal(SCD_EXIT_INPUT, "data.channels(%d) = %ld, but the shard set %s has channels 0..%d", s + 1,
-                  cfg->data.channels[s], dir, C_all - 1);
-      sel[s] = (int)cfg->data.channels[s];
-    }
-  }
-  double mean[FEATURES_MAX_CHANNELS], std[FEATURES_MAX_CHANNELS];
-  const double *m = dataset_mean(ds), *sd = dataset_std(ds);
-  for (int s = 0; s < nsel; s++) {
-    mean[s] = m[sel[s]];
-    std[s] = sd[sel[s]];
-    if (normalize && !(std[s] > 0))
-      scd_fatal(SCD_EXIT_DATA, "%s/%s: channel %d has standard deviation %g; cannot normalise (or set "
-                "features.normalize = .false.)", dir, SHARDS_MANIFEST, sel[s], std[s]);
-  }
-  features_prep_setup(p, C_all, dataset_height(ds), dataset_width(ds), dataset_dtype(ds), sel, nsel, mean, std,
-                      resize, normalize);
+                        const struct features_input *in, int resize) {
+  features_prep_setup(p, dataset_channels(ds), dataset_height(ds), dataset_width(ds), dataset_dtype(ds), in->sel,
+                      in->nsel, in->mean, in->std, resize, in->normalize);
   p->progress_seconds = cfg->control.progress_seconds;
   p->memory_per_rank = cfg->system.memory_per_rank;
 }

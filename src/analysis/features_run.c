@@ -21,13 +21,6 @@
 #include "model/model_config.h"
 #include "train/checkpoint.h"
 
-static void join_channels(char *buf, size_t n, const int *ch, int count) {
-  size_t len = 0;
-  buf[0] = '\0';
-  for (int i = 0; i < count && len < n; i++)
-    len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? ", " : "", ch[i]);
-}
-
 /* A model key the deck sets against the checkpoint's value of it. */
 SCD_NORETURN static void model_differs(const char *checkpoint, const char *key, const char *deck, const char *file) {
   scd_fatal(SCD_EXIT_DATA, "checkpoint %s does not fit this deck: &model %s = %s in the deck, but %s in the "
@@ -106,17 +99,6 @@ void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
   checkpoint_read_info(checkpoint, &info);
   check_deck_model(cfg, checkpoint, &info);
   const int adapt = cfg->model.use_mean_patch_embedding || cfg->model.n_custom_embedding_map > 0;
-  if (info.nchannels > 0 && !adapt) { /* adapted on purpose: other channels are the point */
-    int same = info.nchannels == prep->nsel;
-    for (int s = 0; same && s < prep->nsel; s++) same = info.channels[s] == prep->sel[s];
-    if (!same) {
-      char a[512], b[512];
-      join_channels(a, sizeof a, info.channels, info.nchannels);
-      join_channels(b, sizeof b, prep->sel, prep->nsel);
-      scd_fatal(SCD_EXIT_INPUT, "checkpoint %s was trained on source channels %s, but data.channels selects %s; "
-                "set data.channels = %s", checkpoint, a, b, a);
-    }
-  }
   if (info.has_spec) {
     *d = info.spec.vit;
   } else {
@@ -170,8 +152,8 @@ static int64_t *subset_rows(const struct config *cfg, const struct dataset *ds, 
 /* Rank 0: what the features file says of its rows: the images that had features (keep[i] = 1;
  * the others are named and left out), their labels, sample indices and paths, the network. */
 static void file_meta(const struct config *cfg, struct dataset *ds, const struct features_net *net,
-                      const int64_t *idx, int64_t n, const int8_t *status, int64_t epoch, struct features *f,
-                      unsigned char *keep) {
+                      const struct features_input *in, const int64_t *idx, int64_t n, const int8_t *status,
+                      int64_t epoch, struct features *f, unsigned char *keep) {
   SCD_ASSERT(status); /* rank 0 has it */
   memset(f, 0, sizeof *f);
   f->d = net->vit.d.dim;
@@ -203,6 +185,12 @@ static void file_meta(const struct config *cfg, struct dataset *ds, const struct
   if (bad) log_warn("features: %" PRId64 " image(s) with non-finite pixels left out", bad);
   if (m < 1) scd_fatal(SCD_EXIT_DATA, "features: no image of %s could be prepared", cfg->data.shard_dir);
   f->n = m;
+  snprintf(f->normalization, sizeof f->normalization, "%s", in->how);
+  f->nnorm = in->normalize ? in->nsel : 0;
+  for (int s = 0; s < f->nnorm; s++) {
+    f->norm_mean[s] = in->mean[s];
+    f->norm_std[s] = in->std[s];
+  }
   snprintf(f->checkpoint, sizeof f->checkpoint, "%s", net->source);
   snprintf(f->checkpoint_key, sizeof f->checkpoint_key, "%s", net->key);
   f->epoch = epoch;
@@ -222,8 +210,10 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   char ckpt[4096];
   features_checkpoint_path(cfg, ckpt, sizeof ckpt);
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
+  struct features_input in;
+  features_input_choose(&in, cfg, ds, ckpt, "features");
   struct features_prep prep;
-  features_prep_init(&prep, cfg, ds, (int)cfg->features.resize, cfg->features.normalize);
+  features_prep_init(&prep, cfg, ds, &in, (int)cfg->features.resize);
   struct vit_dims d;
   int64_t epoch;
   features_checkpoint_dims(cfg, ckpt, &prep, &d, &epoch);
@@ -259,7 +249,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   unsigned char *keep = NULL;
   if (root) {
     keep = xmalloc((size_t)n);
-    file_meta(cfg, ds, &net, idx, n, status, epoch, &meta, keep);
+    file_meta(cfg, ds, &net, &in, idx, n, status, epoch, &meta, keep);
   }
   features_stream_close(stream, root ? &meta : NULL, keep);
   if (root) {
@@ -314,8 +304,10 @@ float *features_random_init(const struct config *cfg, const struct features *f, 
   }
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
   check_same_dataset(ds, f, features_file);
+  struct features_input in;
+  features_input_choose(&in, cfg, ds, f->checkpoint, "random-init baseline");
   struct features_prep prep;
-  features_prep_init(&prep, cfg, ds, (int)cfg->features.resize, cfg->features.normalize);
+  features_prep_init(&prep, cfg, ds, &in, (int)cfg->features.resize);
   struct vit_dims d;
   int64_t epoch;
   features_checkpoint_dims(cfg, f->checkpoint, &prep, &d, &epoch);

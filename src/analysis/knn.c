@@ -233,14 +233,15 @@ static int64_t kmax_of(const struct knn_result *r) {
   return kmax;
 }
 
-/* Add the votes of n test rows, given their complete lists [n][kmax] (every entry a reference row). */
+/* Add the votes of n test rows, given their complete lists [n][kmax] (every entry a reference row).
+ * pred_out, hit2_out ([n][nk] each, NULL: not wanted) get each row's prediction and Top-2 outcome. */
 static void vote_rows(struct knn_result *r, const struct knn_nb *lists, int kmax, const int32_t *train_labels,
-                      const int32_t *test_labels, int64_t n) {
+                      const int32_t *test_labels, int64_t n, int32_t *pred_out, unsigned char *hit2_out) {
   const int nk = r->nk, C = r->nclasses;
   int *ord = xmalloc((size_t)nk * sizeof *ord);
   order_by_k(r, ord);
-  int32_t *pred = xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk) * sizeof *pred);
-  unsigned char *hit2 = xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk));
+  int32_t *pred = pred_out ? pred_out : xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk) * sizeof *pred);
+  unsigned char *hit2 = hit2_out ? hit2_out : xmalloc(MUL_SIZE((size_t)(n ? n : 1), (size_t)nk));
   const double temperature = r->temperature;
 #pragma omp parallel
   {
@@ -281,8 +282,8 @@ static void vote_rows(struct knn_result *r, const struct knn_nb *lists, int kmax
     }
   }
   *r->n_test += n;
-  free(pred);
-  free(hit2);
+  if (!pred_out) free(pred);
+  if (!hit2_out) free(hit2);
   free(ord);
 }
 
@@ -303,7 +304,7 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
     const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
     engine_lists(&e, test + (size_t)b0 * (size_t)d, nb_rows, lists, r);
     double t0 = wtime();
-    vote_rows(r, lists, kmax, train_labels, test_labels + b0, nb_rows);
+    vote_rows(r, lists, kmax, train_labels, test_labels + b0, nb_rows, NULL, NULL);
     r->seconds_select += wtime() - t0;
     progress_update(&pg, b0 + nb_rows, 0);
   }
@@ -387,10 +388,63 @@ static void lists_merge_op(void *in, void *inout, int *len, MPI_Datatype *type) 
                     kmax);
 }
 
+void knn_rows_free(struct knn_rows *rows) {
+  free(rows->pred);
+  free(rows->hit2);
+  free(rows->nb);
+  free(rows->nb_sim);
+  rows->pred = rows->nb = NULL;
+  rows->hit2 = NULL;
+  rows->nb_sim = NULL;
+}
+
+/* The per-row outcome of a block of test rows, which its owner voted, into rank 0's rows (sent there
+ * when the owner is another rank).  pred, hit2: [nb][nk]; lists [nb][kmax]. */
+static void rows_deliver(struct knn_rows *rows, int owner, int64_t b0, int64_t nb, const int32_t *pred,
+                         const unsigned char *hit2, const struct knn_nb *lists, int kmax) {
+  const int rank = comm_rank(), keep = rows->keep;
+  const size_t nk = (size_t)rows->nk, n_nb = (size_t)nb * (size_t)keep;
+  if (rank != owner && rank != 0) return;
+  if (nb * (int64_t)(nk > (size_t)keep ? nk : (size_t)keep) > INT32_MAX)
+    scd_fatal(SCD_EXIT_INPUT, "kNN: a block of %" PRId64 " test rows is too large to send; lower knn.block_rows or "
+              "knn.keep_neighbours", nb);
+  int32_t *nb_pos = rank == 0 ? rows->nb + (size_t)b0 * keep : xmalloc(MUL_SIZE(n_nb + 1, sizeof(int32_t)));
+  float *nb_sim = rank == 0 ? rows->nb_sim + (size_t)b0 * keep : xmalloc(MUL_SIZE(n_nb + 1, sizeof(float)));
+  if (rank == owner) {
+    for (int64_t i = 0; i < nb; i++)
+      for (int m = 0; m < keep; m++) {
+        nb_pos[i * keep + m] = lists[i * kmax + m].pos;
+        nb_sim[i * keep + m] = lists[i * kmax + m].s;
+      }
+  }
+  if (owner == 0) {
+    memcpy(rows->pred + (size_t)b0 * nk, pred, (size_t)nb * nk * sizeof *pred);
+    memcpy(rows->hit2 + (size_t)b0 * nk, hit2, (size_t)nb * nk);
+    return;
+  }
+  enum { TAG = 0x4b4e }; /* point to point, in block order: the blocks' messages cannot cross */
+  MPI_Comm comm = comm_mpi();
+  if (rank == owner) {
+    CHECK_MPI(MPI_Send(pred, (int)(nb * (int64_t)nk), MPI_INT32_T, 0, TAG, comm));
+    CHECK_MPI(MPI_Send(hit2, (int)(nb * (int64_t)nk), MPI_UNSIGNED_CHAR, 0, TAG, comm));
+    CHECK_MPI(MPI_Send(nb_pos, (int)n_nb, MPI_INT32_T, 0, TAG, comm));
+    CHECK_MPI(MPI_Send(nb_sim, (int)n_nb, MPI_FLOAT, 0, TAG, comm));
+    free(nb_pos);
+    free(nb_sim);
+  } else {
+    CHECK_MPI(MPI_Recv(rows->pred + (size_t)b0 * nk, (int)(nb * (int64_t)nk), MPI_INT32_T, owner, TAG, comm,
+                       MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Recv(rows->hit2 + (size_t)b0 * nk, (int)(nb * (int64_t)nk), MPI_UNSIGNED_CHAR, owner, TAG, comm,
+                       MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Recv(nb_pos, (int)n_nb, MPI_INT32_T, owner, TAG, comm, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Recv(nb_sim, (int)n_nb, MPI_FLOAT, owner, TAG, comm, MPI_STATUS_IGNORE));
+  }
+}
+
 void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,
-                       struct knn_result *r) {
+                       struct knn_result *r, struct knn_rows *out) {
   SCD_ASSERT(n_train <= INT32_MAX);
   const int rank = comm_rank(), size = comm_size(), d = src->d;
   /* Every rank's reference labels, its share of the reference rows, and the test rows of the blocks
@@ -424,6 +478,25 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
   const float *own_next = own;
   int32_t *test_lab = xmalloc((size_t)block * sizeof *test_lab);
   struct knn_nb *lists = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)kmax), sizeof *lists));
+  /* The per-row outcome: made by the blocks' owners, kept on rank 0. */
+  int32_t *bpred = NULL;
+  unsigned char *bhit2 = NULL;
+  if (out) {
+    out->keep = out->keep < 0 ? 0 : out->keep > kmax ? kmax : out->keep;
+    out->n = n_test;
+    out->nk = nk;
+    out->pred = out->nb = NULL;
+    out->hit2 = NULL;
+    out->nb_sim = NULL;
+    if (rank == 0) {
+      out->pred = xmalloc(MUL_SIZE(MUL_SIZE((size_t)n_test + 1, (size_t)nk), sizeof *out->pred));
+      out->hit2 = xmalloc(MUL_SIZE((size_t)n_test + 1, (size_t)nk));
+      out->nb = xmalloc(MUL_SIZE(MUL_SIZE((size_t)n_test, (size_t)out->keep) + 1, sizeof *out->nb));
+      out->nb_sim = xmalloc(MUL_SIZE(MUL_SIZE((size_t)n_test, (size_t)out->keep) + 1, sizeof *out->nb_sim));
+    }
+    bpred = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)nk), sizeof *bpred));
+    bhit2 = xmalloc(MUL_SIZE((size_t)block, (size_t)nk));
+  }
   MPI_Datatype row_type = MPI_DATATYPE_NULL;
   MPI_Op merge = MPI_OP_NULL;
   if (size > 1) {
@@ -453,8 +526,9 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
                            comm_mpi()));
     if (rank == owner) {
       for (int64_t i = 0; i < nb_rows; i++) test_lab[i] = labels[test_rows[b0 + i]];
-      vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows);
+      vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows, bpred, bhit2);
     }
+    if (out) rows_deliver(out, owner, b0, nb_rows, bpred, bhit2, lists, kmax);
     r->seconds_select += wtime() - t0;
     progress_update(&pg, b0 + nb_rows, 0);
   }
@@ -467,6 +541,8 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
   knn_result_allreduce(r);
   knn_result_finish(r);
   free(lists);
+  free(bpred);
+  free(bhit2);
   free(own);
   free(test);
   free(test_lab);

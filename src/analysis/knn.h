@@ -118,6 +118,20 @@ struct knn_source {
   void *ctx;
 };
 
+/* The per-row outcome of an evaluation, gathered on rank 0 (knn_evaluate_rows): every test row's
+ * Top-1 prediction and Top-2 outcome at every k, and its `keep` nearest reference rows.  The caller
+ * sets keep (clamped to 0 .. the largest k used); the arrays are rank 0's, NULL elsewhere. */
+struct knn_rows {
+  int keep;
+  int64_t n;           /* test rows */
+  int nk;
+  int32_t *pred;       /* [n][nk] predicted class */
+  unsigned char *hit2; /* [n][nk] 1: the truth is among the first min(2, k) classes */
+  int32_t *nb;         /* [n][keep] nearest reference rows, nearest first: positions in train_rows */
+  float *nb_sim;       /* [n][keep] their similarities */
+};
+void knn_rows_free(struct knn_rows *rows);
+
 /* Collective: evaluate the feature set src (labels [n]) with reference rows train_rows and test
  * rows test_rows (row numbers into the set).  Each MPI rank holds a contiguous share of the
  * reference rows (1/size of them, on its GPU when there is one) and the test rows of the blocks
@@ -125,16 +139,48 @@ struct knn_source {
  * its block, each rank finds the block's neighbours in its share, an MPI reduction merges the
  * lists on the owner and the owner votes; the counts are summed, so every rank ends with the
  * complete, finished result, the same for any rank count.  This is the entry point for any
- * feature set (trained network, baselines, a randomly initialised network). */
+ * feature set (trained network, baselines, a randomly initialised network).  rows (NULL: not
+ * wanted) gets the per-row outcome on rank 0: each block's owner sends it there. */
 void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int nclasses,
                        const int64_t *train_rows, int64_t n_train, const int64_t *test_rows,
                        int64_t n_test, const int64_t *k, int nk, double temperature,
-                       struct knn_result *r);
+                       struct knn_result *r, struct knn_rows *rows);
 
 /* Host bytes per rank that knn_evaluate_rows takes beside an in-memory set (the reference share,
  * the owned test rows, a block of test rows, their lists and, on the CPU, similarities), for the
  * memory check (core/membudget.h). */
 double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax, int nclasses, int nk);
+
+/* ---- The rows of a run (knn_rowset.c) --------------------------------------------------------- */
+
+/* What calculation = 'knn' evaluates: one features file whose rows are split into reference and
+ * query rows (knn.features, knn.train_fraction, knn.seed: scDINO's global_kNN.py), or two files
+ * (knn.reference, knn.query) whose every query row is voted by every reference row (DINO
+ * eval_knn.py: training donors against held-out donors).  The rows of src are the reference file's,
+ * then (pair) the query file's; the classes are the reference file's, then those only the query
+ * file has (matched by name: a query row of such a class cannot be predicted right). */
+struct knn_rowset {
+  int pair;
+  char ref_path[4096], query_path[4096]; /* the same file when not pair */
+  struct features ref, query;            /* features_read_meta of each (query: unused when not pair) */
+  struct knn_source src;
+  int64_t n_rows;                        /* rows of src */
+  int32_t *labels;                       /* [n_rows], numbered as class_names */
+  int nclasses, ref_classes;             /* class_names[0 .. ref_classes) are the reference file's */
+  char **class_names;                    /* [nclasses] */
+  int64_t *train_rows, n_train;          /* the reference rows of src, in the reference order */
+  int64_t *test_rows, n_test;            /* the query rows of src */
+};
+/* Collective.  One file, split as numpy.random.seed(knn.seed); shuffle(arange(n)) orders it. */
+void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const char *path);
+/* Collective.  knn.reference and knn.query: the same feature dimension (else exit 3); a different
+ * checkpoint or network is warned of.  Notes for the report are appended to notes (size n). */
+void knn_rowset_pair(struct knn_rowset *rs, const struct config *cfg, char *notes, size_t n);
+/* Rank 0: read the paths of the file(s) (the report's per-row tables). */
+void knn_rowset_paths(struct knn_rowset *rs);
+/* Query row i (0 .. n_test): its features file (meta), and its row there. */
+const struct features *knn_rowset_query(const struct knn_rowset *rs, int64_t i, int64_t *file_row);
+void knn_rowset_free(struct knn_rowset *rs);
 
 /* ---- Report (knn_report.c) ------------------------------------------------------------------- */
 
@@ -159,8 +205,22 @@ struct knn_report {
   char *const *class_names; /* [nclasses], borrowed */
   int nsets;
   struct knn_set sets[KNN_MAX_SETS]; /* sets[0]: the trained features */
-  char notes[2048];         /* free text lines for the report (baselines left out, ...) */
+  char notes[4096];         /* free text lines for the report (baselines left out, ...) */
+  /* The rows (rank 0: with the paths): one file split, or reference and query files. */
+  const struct knn_rowset *rs;
+  struct knn_rows rows;     /* the per-row outcome of sets[0] (rank 0) */
+  /* Per-group accuracy of sets[0] over the query rows (knn.group_by; ngroups 0: none). */
+  char group_by[CFG_WORDLEN];
+  int ngroups;
+  char **group_names;       /* [ngroups], sorted */
+  int32_t *group;           /* [n_test] group of each query row */
+  int64_t *group_rows;      /* [ngroups] query rows per group */
+  double *group_top1, *group_top2; /* [nk][ngroups] percent */
 };
+
+/* Rank 0: the groups of the query rows (knn.group_by 'folder': the first folder of each row's path)
+ * and each group's Top-1 / Top-2 at every k, from rep->rows; nothing when by is "". */
+void knn_report_groups(struct knn_report *rep, const char *by);
 
 /* The k reported in the per-class tables: want if non-zero (it must be one of the evaluated k;
  * -1 otherwise), else the k with the best Top-1 of sets[0] (the smaller k on a tie). */

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/knn.h"
@@ -58,11 +59,23 @@ static void text_upstream(const struct knn_report *rep, FILE *f) {
 static void text_header(const struct knn_report *rep, FILE *f) {
   const struct knn_result *r = &rep->sets[0].res;
   fprintf(f, "kNN evaluation: weighted vote exp(similarity / T), T = %g\n", r->temperature);
-  fprintf(f, "  features : %s (%s network of %s, epoch %" PRId64 ")\n", rep->features_file,
-          rep->checkpoint_key, rep->checkpoint[0] ? rep->checkpoint : "(checkpoint not recorded)", rep->epoch);
-  fprintf(f, "  rows     : %" PRId64 " = %" PRId64 " reference + %" PRId64 " test (knn.train_fraction %g, knn.seed %" PRId64 ")\n",
-          rep->n_rows, r->n_train, *r->n_test, rep->train_fraction, rep->seed);
-  fprintf(f, "  classes  : %d\n", rep->nclasses);
+  const struct knn_rowset *rs = rep->rs;
+  if (rs && rs->pair) {
+    fprintf(f, "  reference: %s (%" PRId64 " rows; %s network of %s, epoch %" PRId64 ")\n", rs->ref_path, r->n_train,
+            rs->ref.checkpoint_key, rs->ref.checkpoint[0] ? rs->ref.checkpoint : "(checkpoint not recorded)",
+            rs->ref.epoch);
+    fprintf(f, "  query    : %s (%" PRId64 " rows; %s network of %s, epoch %" PRId64 ")\n", rs->query_path, *r->n_test,
+            rs->query.checkpoint_key, rs->query.checkpoint[0] ? rs->query.checkpoint : "(checkpoint not recorded)",
+            rs->query.epoch);
+    fprintf(f, "  rows     : every query row voted by all %" PRId64 " reference rows (DINO eval_knn)\n", r->n_train);
+    fprintf(f, "  classes  : %d (%d of the reference, matched by name)\n", rep->nclasses, rs->ref_classes);
+  } else {
+    fprintf(f, "  features : %s (%s network of %s, epoch %" PRId64 ")\n", rep->features_file, rep->checkpoint_key,
+            rep->checkpoint[0] ? rep->checkpoint : "(checkpoint not recorded)", rep->epoch);
+    fprintf(f, "  rows     : %" PRId64 " = %" PRId64 " reference + %" PRId64 " test (knn.train_fraction %g, knn.seed %" PRId64
+            ")\n", rep->n_rows, r->n_train, *r->n_test, rep->train_fraction, rep->seed);
+    fprintf(f, "  classes  : %d\n", rep->nclasses);
+  }
   for (int j = 0; j < r->nk; j++)
     if (r->k_used[j] != r->k[j])
       fprintf(f, "  warning  : k = %" PRId64 " exceeds the %" PRId64 " reference rows; clamped to %" PRId64 "\n",
@@ -153,15 +166,105 @@ static void text_confusion(const struct knn_report *rep, FILE *f, int64_t k) {
   }
 }
 
+/* Top-1 / Top-2 of each group of query rows (knn.group_by) at every k. */
+static void text_groups(const struct knn_report *rep, FILE *f) {
+  if (rep->ngroups == 0) return;
+  const struct knn_result *r0 = &rep->sets[0].res;
+  const int ng = rep->ngroups;
+  int w = 5;
+  for (int g = 0; g < ng; g++)
+    if ((int)strlen(rep->group_names[g]) > w) w = (int)strlen(rep->group_names[g]);
+  if (w > 24) w = 24;
+  fprintf(f, "\nPer-group accuracy of the %s features in %% (group_by = '%s'), Top-1 / Top-2 per k:\n",
+          rep->sets[0].label, rep->group_by);
+  fprintf(f, "  %-*s %8s", w, "group", "rows");
+  for (int j = 0; j < r0->nk; j++) {
+    char head[32];
+    snprintf(head, sizeof head, "k=%" PRId64, r0->k[j]);
+    fprintf(f, "  %13s", head);
+  }
+  fprintf(f, "\n");
+  for (int g = 0; g < ng; g++) {
+    fprintf(f, "  %-*.*s %8" PRId64, w, w, rep->group_names[g][0] ? rep->group_names[g] : "(none)",
+            rep->group_rows[g]);
+    for (int j = 0; j < r0->nk; j++)
+      fprintf(f, "  %6.2f/%6.2f", rep->group_top1[(size_t)j * ng + g], rep->group_top2[(size_t)j * ng + g]);
+    fprintf(f, "\n");
+  }
+}
+
 void knn_report_text(const struct knn_report *rep, FILE *f, int full) {
   if (full) text_upstream(rep, f);
   text_header(rep, f);
   text_summary(rep, f);
+  text_groups(rep, f);
   text_per_class(rep, f, rep->table_k);
   if (full) text_confusion(rep, f, rep->table_k);
 }
 
 /* ---- knn.h5 ---------------------------------------------------------------------------------- */
+
+/* Each query row: where it is, its class, its prediction and Top-2 outcome at every k, its kept
+ * neighbours; the reference rows those name; the per-group accuracy. */
+static void write_rows(hid_t fid, const struct knn_report *rep) {
+  const struct knn_rowset *rs = rep->rs;
+  const struct knn_rows *rows = &rep->rows;
+  if (!rs || !rows->pred) return;
+  const int64_t n = rs->n_test;
+  const hsize_t N = (hsize_t)n, K = (hsize_t)rows->nk, nk2[2] = {N, K}, nkeep[2] = {N, (hsize_t)rows->keep};
+  int64_t *row = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *row)), *index = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *index));
+  int32_t *label = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *label));
+  const char **paths = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *paths));
+  for (int64_t i = 0; i < n; i++) {
+    const struct features *f = knn_rowset_query(rs, i, &row[i]);
+    index[i] = f->index[row[i]];
+    paths[i] = f->paths[row[i]];
+    label[i] = rs->labels[rs->test_rows[i]];
+  }
+  hid_t g = h5util_group_create(fid, "query");
+  h5util_dset_write(g, "row", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &N, row);
+  h5util_dset_write(g, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &N, index);
+  h5util_dset_write_strs(g, "path", (const char *const *)paths, N);
+  h5util_dset_write(g, "label", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &N, label);
+  h5util_dset_write(g, "prediction", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, nk2, rows->pred);
+  h5util_dset_write(g, "top2", H5T_STD_U8LE, H5T_NATIVE_UCHAR, 2, nk2, rows->hit2);
+  if (rep->ngroups > 0) h5util_dset_write(g, "group", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &N, rep->group);
+  free(paths);
+  if (rows->keep > 0) {
+    /* Positions in the reference order -> rows of the reference file (and their sample indices). */
+    const size_t m = MUL_SIZE((size_t)n, (size_t)rows->keep);
+    int64_t *nb = xmalloc(MUL_SIZE(m + 1, sizeof *nb)), *nbi = xmalloc(MUL_SIZE(m + 1, sizeof *nbi));
+    for (size_t e = 0; e < m; e++) {
+      nb[e] = rs->train_rows[rows->nb[e]];
+      nbi[e] = rs->ref.index[nb[e]];
+    }
+    h5util_dset_write(g, "neighbours", H5T_STD_I64LE, H5T_NATIVE_INT64, 2, nkeep, nb);
+    h5util_dset_write(g, "neighbour_index", H5T_STD_I64LE, H5T_NATIVE_INT64, 2, nkeep, nbi);
+    h5util_dset_write(g, "neighbour_similarity", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, nkeep, rows->nb_sim);
+    free(nb);
+    free(nbi);
+    hid_t gr = h5util_group_create(fid, "reference");
+    const hsize_t R = (hsize_t)rs->ref.n;
+    h5util_dset_write(gr, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &R, rs->ref.index);
+    h5util_dset_write_strs(gr, "path", (const char *const *)rs->ref.paths, R);
+    h5util_dset_write(gr, "label", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &R, rs->labels);
+    CHECK_H5(H5Gclose(gr));
+  }
+  CHECK_H5(H5Gclose(g));
+  free(row);
+  free(index);
+  free(label);
+  if (rep->ngroups > 0) {
+    const hsize_t G = (hsize_t)rep->ngroups, kg[2] = {K, G};
+    hid_t gg = h5util_group_create(fid, "groups");
+    h5util_attr_write_str(gg, "by", rep->group_by);
+    h5util_dset_write_strs(gg, "name", (const char *const *)rep->group_names, G);
+    h5util_dset_write(gg, "rows", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &G, rep->group_rows);
+    h5util_dset_write(gg, "top1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kg, rep->group_top1);
+    h5util_dset_write(gg, "top2", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kg, rep->group_top2);
+    CHECK_H5(H5Gclose(gg));
+  }
+}
 
 static void write_h5(const struct knn_report *rep, const char *path) {
   const struct knn_result *r0 = &rep->sets[0].res;
@@ -170,13 +273,22 @@ static void write_h5(const struct knn_report *rep, const char *path) {
   hid_t fid = h5util_image_begin(path, &img);
   h5util_attr_write_str(fid, "format", KNN_FORMAT);
   h5util_attr_write_i64(fid, "version", 2); /* 2: checksummed */
+  const int pair = rep->rs && rep->rs->pair;
+  h5util_attr_write_str(fid, "rows", pair ? "reference/query" : "split");
   h5util_attr_write_str(fid, "features_file", rep->features_file);
+  if (pair) {
+    h5util_attr_write_str(fid, "reference_file", rep->rs->ref_path);
+    h5util_attr_write_str(fid, "query_file", rep->rs->query_path);
+    h5util_attr_write_i64(fid, "reference_classes", rep->rs->ref_classes);
+  }
   h5util_attr_write_str(fid, "checkpoint", rep->checkpoint);
   h5util_attr_write_str(fid, "checkpoint_key", rep->checkpoint_key);
   h5util_attr_write_i64(fid, "epoch", rep->epoch);
   h5util_attr_write_f64(fid, "temperature", r0->temperature);
-  h5util_attr_write_i64(fid, "seed", rep->seed);
-  h5util_attr_write_f64(fid, "train_fraction", rep->train_fraction);
+  if (!pair) {
+    h5util_attr_write_i64(fid, "seed", rep->seed);
+    h5util_attr_write_f64(fid, "train_fraction", rep->train_fraction);
+  }
   h5util_attr_write_i64(fid, "n_rows", rep->n_rows);
   h5util_attr_write_i64(fid, "n_train", r0->n_train);
   h5util_attr_write_i64(fid, "n_test", *r0->n_test);
@@ -207,6 +319,7 @@ static void write_h5(const struct knn_report *rep, const char *path) {
     h5util_dset_write(g, "confusion", H5T_STD_I64LE, H5T_NATIVE_INT64, 3, kcc, r->confusion);
     CHECK_H5(H5Gclose(g));
   }
+  write_rows(fid, rep);
   h5util_image_save(fid, &img, "kNN report", path);
 }
 
@@ -232,4 +345,16 @@ void knn_report_claim(const char *run_dir) {
 void knn_report_free(struct knn_report *rep) {
   for (int s = 0; s < rep->nsets; s++) knn_result_free(&rep->sets[s].res);
   rep->nsets = 0;
+  knn_rows_free(&rep->rows);
+  for (int g = 0; g < rep->ngroups; g++) free(rep->group_names[g]);
+  free(rep->group_names);
+  free(rep->group);
+  free(rep->group_rows);
+  free(rep->group_top1);
+  free(rep->group_top2);
+  rep->group_names = NULL;
+  rep->group = NULL;
+  rep->group_rows = NULL;
+  rep->group_top1 = rep->group_top2 = NULL;
+  rep->ngroups = 0;
 }

@@ -17,7 +17,6 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/membudget.h"
-#include "data/npshuffle.h"
 #include "data/shards.h"
 
 static void pick_features_file_here(const struct config *cfg, char *path, size_t n) {
@@ -55,9 +54,10 @@ static void add_note(struct knn_report *rep, const char *fmt, ...) {
 /* &control progress_seconds, for the sets' progress lines. */
 static double progress_seconds = -1.0;
 
+/* rows (NULL: not wanted): the per-row outcome, kept for the trained features. */
 static void add_set(struct knn_report *rep, const char *name, const char *label, const struct knn_source *src,
-                    const struct features *f, const int64_t *perm, int64_t n_train, const int64_t *k, int nk,
-                    double temperature, double t0) {
+                    const struct knn_rowset *rs, const int64_t *k, int nk, double temperature, double t0,
+                    struct knn_rows *rows) {
   const int d = src->d;
   SCD_ASSERT(rep->nsets < KNN_MAX_SETS);
   struct knn_set *s = &rep->sets[rep->nsets++];
@@ -65,8 +65,8 @@ static void add_set(struct knn_report *rep, const char *name, const char *label,
   snprintf(s->label, sizeof s->label, "%s", label);
   s->dim = d;
   knn_set_progress(label, progress_seconds);
-  knn_evaluate_rows(src, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
-                    temperature, &s->res);
+  knn_evaluate_rows(src, rs->labels, rs->nclasses, rs->train_rows, rs->n_train, rs->test_rows, rs->n_test, k, nk,
+                    temperature, &s->res, rows);
   s->seconds = wtime() - t0;
   int best = 0;
   for (int j = 1; j < nk; j++)
@@ -76,8 +76,11 @@ static void add_set(struct knn_report *rep, const char *name, const char *label,
 }
 
 /* The raw-pixel baseline, when the shard set of the features is at hand. */
-static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
-                               const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
+static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep, const struct knn_rowset *rs,
+                               const int64_t *k, int nk) {
+  const struct features *f = &rs->ref;
+  const char *fpath = rs->ref_path;
+  const int64_t n_train = rs->n_train;
   char manifest[4096];
   fs_join(manifest, sizeof manifest, cfg->data.shard_dir, SHARDS_MANIFEST);
   /* Rank 0 decides for all: the baseline's reductions must be made by every rank or by none. */
@@ -111,7 +114,7 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
   else
     snprintf(label, sizeof label, "raw pixels");
   const struct knn_source src = {.d = d, .fill = knn_pixels_rows, .ctx = px};
-  add_set(rep, "raw_pixels", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  add_set(rep, "raw_pixels", label, &src, rs, k, nk, cfg->knn.temperature, t0, NULL);
   const int64_t invalid = knn_pixels_close(px);
   if (invalid) {
     log_warn("raw-pixel baseline: %" PRId64 " image(s) have a constant non-zero channel and get a zero vector", invalid);
@@ -124,12 +127,12 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
  * Its features are computed in whole batches over the ranks (so their bits do not depend on the
  * rank count) and gathered on every rank: the one set of the report that every rank holds whole
  * (features_compute's memory check counts it). */
-static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct features *f,
-                                 const char *fpath, const int64_t *perm, int64_t n_train, const int64_t *k, int nk) {
+static void random_init_baseline(const struct config *cfg, struct knn_report *rep, const struct knn_rowset *rs,
+                                 const int64_t *k, int nk) {
   double t0 = wtime();
   int d = 0;
   char why[1200];
-  float *x = features_random_init(cfg, f, fpath, &d, why, sizeof why);
+  float *x = features_random_init(cfg, &rs->ref, rs->ref_path, &d, why, sizeof why);
   if (!x) {
     log_warn("random-init kNN baseline left out: %s", why);
     add_note(rep, "  note     : random-init baseline left out (%s)\n", why);
@@ -138,7 +141,7 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   char label[64];
   snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
   const struct knn_source src = {.d = d, .x = x};
-  add_set(rep, "random_init", label, &src, f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  add_set(rep, "random_init", label, &src, rs, k, nk, cfg->knn.temperature, t0, NULL);
   free(x);
 }
 
@@ -159,62 +162,74 @@ int knn_run(const struct config *cfg) {
   if (!table_k_found)
     scd_fatal(SCD_EXIT_INPUT, "knn.table_k = %ld is not one of the evaluated knn.k", cfg->knn.table_k);
 
-  char fpath[4096];
-  pick_features_file(cfg, fpath, sizeof fpath);
-  fs_input_add(fpath, "features file");
+  static struct knn_report rep; /* large (paths, notes): keep it off the stack */
+  memset(&rep, 0, sizeof rep);
+  static struct knn_rowset rs;
+  if (cfg->knn.reference[0]) {
+    knn_rowset_pair(&rs, cfg, rep.notes, sizeof rep.notes);
+  } else {
+    char fpath[4096];
+    pick_features_file(cfg, fpath, sizeof fpath);
+    fs_input_add(fpath, "features file");
+    knn_rowset_split(&rs, cfg, fpath);
+  }
   if (comm_rank() == 0) knn_report_claim(cfg->control.run_dir); /* before anything is computed for it */
   double t0 = wtime();
-  struct features f;
-  features_read_meta(fpath, &f); /* each rank reads the rows it uses (knn_evaluate_rows) */
-  log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the %s "
-           "backend, reference rows shared over %d rank%s", fpath, f.n, f.d, f.nclasses, f.checkpoint_key, f.epoch,
-           ops->name, comm_size(), comm_size() > 1 ? "s" : "");
+  const struct features *f = &rs.ref;
+  if (rs.pair)
+    log_info("kNN: reference %s (%" PRId64 " rows), query %s (%" PRId64 " rows): %d features, %d classes (%s network, "
+             "epoch %" PRId64 "); neighbours on the %s backend, reference rows shared over %d rank%s", rs.ref_path,
+             rs.n_train, rs.query_path, rs.n_test, f->d, rs.nclasses, f->checkpoint_key, f->epoch, ops->name,
+             comm_size(), comm_size() > 1 ? "s" : "");
+  else
+    log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the "
+             "%s backend, reference rows shared over %d rank%s", rs.ref_path, f->n, f->d, f->nclasses,
+             f->checkpoint_key, f->epoch, ops->name, comm_size(), comm_size() > 1 ? "s" : "");
+  const int64_t n_train = rs.n_train, n_test = rs.n_test;
 
-  /* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
-  int64_t *perm = xmalloc(MUL_SIZE((size_t)f.n, sizeof *perm));
-  npshuffle_perm((uint32_t)cfg->knn.seed, f.n, perm);
-  const int64_t n_train = (int64_t)(cfg->knn.train_fraction * (double)f.n);
-  const int64_t n_test = f.n - n_train;
-  if (n_train < 1)
-    scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no reference rows among the %" PRId64 " rows of %s",
-              cfg->knn.train_fraction, f.n, fpath);
-  if (n_test < 1)
-    scd_fatal(SCD_EXIT_INPUT, "knn.train_fraction = %g leaves no test rows among the %" PRId64 " rows of %s",
-              cfg->knn.train_fraction, f.n, fpath);
+  /* The neighbours kept per query row: -1 = the largest k with two files, none with one. */
+  int64_t kmax = 0;
+  for (int j = 0; j < nk; j++)
+    if (k[j] > kmax) kmax = k[j];
+  if (kmax > n_train) kmax = n_train;
+  int64_t keep = cfg->knn.keep_neighbours < 0 ? (rs.pair ? kmax : 0) : cfg->knn.keep_neighbours;
+  if (keep > kmax) {
+    log_warn("knn.keep_neighbours = %" PRId64 " exceeds the largest k used (%" PRId64 "): %" PRId64 " are kept", keep,
+             kmax, kmax);
+    keep = kmax;
+  }
 
   /* The rows' labels, indices and order on every rank, then the evaluation's shares and blocks,
-   * checked before they are taken (core/membudget.h). */
+   * checked before they are taken (core/membudget.h); rank 0 also keeps the per-row outcome. */
   {
-    int64_t kmax = 0;
-    for (int j = 0; j < nk; j++)
-      if (k[j] > kmax) kmax = k[j];
     struct membudget mb = {0};
-    membudget_add(&mb, (double)f.n * (sizeof(int32_t) + 2 * sizeof(int64_t)), "the features file's labels and indices",
-                  "its %" PRId64 " rows", f.n);
-    membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f.d, kmax, f.nclasses, nk),
+    membudget_add(&mb, (double)rs.n_rows * (sizeof(int32_t) + 2 * sizeof(int64_t)),
+                  "the features files' labels and indices", "their %" PRId64 " rows", rs.n_rows);
+    membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f->d, kmax, rs.nclasses, nk),
                   "reference share, owned test rows, blocks, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
                   ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
+    membudget_add(&mb, 2.0 * (double)n_test * (5.0 * nk + 8.0 * (double)keep), "each query row's outcome (rank 0)",
+                  "knn.keep_neighbours = %" PRId64 ", %d k", keep, nk);
     char how[256];
     const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
     membudget_check(&mb, "knn", limit, how);
   }
 
-  static struct knn_report rep; /* large (paths, notes): keep it off the stack */
-  memset(&rep, 0, sizeof rep);
-  snprintf(rep.features_file, sizeof rep.features_file, "%s", fpath);
-  snprintf(rep.checkpoint, sizeof rep.checkpoint, "%s", f.checkpoint);
-  snprintf(rep.checkpoint_key, sizeof rep.checkpoint_key, "%s", f.checkpoint_key);
-  rep.epoch = f.epoch;
-  rep.n_rows = f.n;
+  snprintf(rep.features_file, sizeof rep.features_file, "%s", rs.query_path);
+  snprintf(rep.checkpoint, sizeof rep.checkpoint, "%s", f->checkpoint);
+  snprintf(rep.checkpoint_key, sizeof rep.checkpoint_key, "%s", f->checkpoint_key);
+  rep.epoch = rs.pair ? rs.query.epoch : f->epoch;
+  rep.n_rows = rs.n_rows;
   rep.train_fraction = cfg->knn.train_fraction;
   rep.seed = cfg->knn.seed;
-  rep.nclasses = f.nclasses;
-  rep.class_names = f.class_names;
+  rep.nclasses = rs.nclasses;
+  rep.class_names = rs.class_names;
+  rep.rs = &rs;
 
   char label[64];
-  snprintf(label, sizeof label, "%s", f.checkpoint_key[0] ? f.checkpoint_key : "trained");
-  const struct knn_source trained = {.d = f.d, .path = fpath, .meta = &f};
-  add_set(&rep, "trained", label, &trained, &f, perm, n_train, k, nk, cfg->knn.temperature, t0);
+  snprintf(label, sizeof label, "%s", f->checkpoint_key[0] ? f->checkpoint_key : "trained");
+  rep.rows.keep = (int)keep;
+  add_set(&rep, "trained", label, &rs.src, &rs, k, nk, cfg->knn.temperature, t0, &rep.rows);
   rep.table_k = knn_report_pick_k(&rep, cfg->knn.table_k);
   for (int j = 0; j < nk; j++)
     if (rep.sets[0].res.k_used[j] != k[j])
@@ -222,13 +237,19 @@ int knn_run(const struct config *cfg) {
                rep.sets[0].res.k_used[j]);
 
   /* Baselines on the same rows: raw pixels, and a randomly initialised network of the checkpoint's
-   * architecture (analysis/features.h).  A further one is one add_set call. */
-  if (cfg->knn.baselines) {
-    raw_pixel_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
-    random_init_baseline(cfg, &rep, &f, fpath, perm, n_train, k, nk);
+   * architecture (analysis/features.h).  A further one is one add_set call.  Two files: their rows
+   * are of two shard sets, which the features files do not name: no baselines. */
+  if (cfg->knn.baselines && rs.pair) {
+    log_info("kNN: no baselines for knn.reference / knn.query (their images are in two shard sets)");
+    add_note(&rep, "  note     : no baselines with knn.reference / knn.query\n");
+  } else if (cfg->knn.baselines) {
+    raw_pixel_baseline(cfg, &rep, &rs, k, nk);
+    random_init_baseline(cfg, &rep, &rs, k, nk);
   }
 
   if (comm_rank() == 0) {
+    knn_rowset_paths(&rs);
+    knn_report_groups(&rep, cfg->knn.group_by);
     if (log_verbosity() >= 1) {
       log_raw("\n");
       knn_report_text(&rep, stdout, 0);
@@ -240,7 +261,6 @@ int knn_run(const struct config *cfg) {
   }
   comm_barrier();
   knn_report_free(&rep);
-  free(perm);
-  features_free(&f);
+  knn_rowset_free(&rs);
   return 0;
 }

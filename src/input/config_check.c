@@ -239,6 +239,47 @@ static void check_later_steps(const struct checker *c) {
            "whole patch", cfg->attention.image_size, p);
 }
 
+/* &features normalization and its values, channel_map; &knn reference / query and group_by. */
+static void check_heldout(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *norm = config_key("features", "normalization"), *mean = config_key("features", "mean"),
+                       *std = config_key("features", "std");
+  if (!bad(c, norm) && !bad(c, mean) && !bad(c, std)) {
+    const int values = strcmp(cfg->features.normalization, "values") == 0;
+    if (values && (cfg->features.n_mean == 0 || cfg->features.n_std == 0))
+      report(c, norm, NULL, "normalization = 'values' needs mean and std, one value per channel the network "
+             "takes (scDINO's norm_per_channel)");
+    else if (values && cfg->features.n_mean != cfg->features.n_std)
+      report(c, std, mean, "mean has %d values but std has %d: give one of each per channel", cfg->features.n_mean,
+             cfg->features.n_std);
+    else if (!values && (cfg->features.n_mean > 0 || cfg->features.n_std > 0))
+      report(c, cfg->features.n_mean > 0 ? mean : std, norm, "mean and std are used only with normalization = "
+             "'values' (normalization = '%s')", cfg->features.normalization);
+  }
+  const struct cfg_key *map = config_key("features", "channel_map"), *ch = config_key("data", "channels");
+  if (!bad(c, map) && !bad(c, ch) && cfg->features.n_channel_map > 0 && cfg->data.n_channels > 0)
+    report(c, map, ch, "channel_map names the data channels of the checkpoint's channels, in its order: it replaces "
+           "data.channels; give one of them");
+  const struct cfg_key *calc = config_key("control", "calculation"), *ref = config_key("knn", "reference"),
+                       *query = config_key("knn", "query"), *feat = config_key("knn", "features");
+  if (!bad(c, ref) && !bad(c, query) && !bad(c, feat)) {
+    const int r = cfg->knn.reference[0] != '\0', q = cfg->knn.query[0] != '\0';
+    if (r != q)
+      report(c, r ? ref : query, NULL, "knn.%s needs knn.%s: the query rows are voted by the reference rows",
+             r ? "reference" : "query", r ? "query" : "reference");
+    else if (r && cfg->knn.features[0])
+      report(c, feat, ref, "knn.features (one file, split into reference and query rows) and knn.reference / "
+             "knn.query (two files) are two ways to choose the rows: give one");
+    else if (r && !bad(c, calc) && calc_is(cfg, "pipeline", "pipeline"))
+      report(c, ref, calc, "knn.reference and knn.query are for calculation = 'knn' (a %s evaluates the features it "
+             "computes)", cfg->control.calculation);
+  }
+  const struct cfg_key *group = config_key("knn", "group_by");
+  if (!bad(c, group) && cfg->knn.group_by[0] && strcmp(cfg->knn.group_by, "folder") != 0)
+    report(c, group, NULL, "group_by = '%s' is not known; use 'folder' (the first folder of each row's path) or ''",
+           cfg->knn.group_by);
+}
+
 /* Whether two spellings of a folder are the same string ("run", "run/", "./run"). */
 static int same_dir_name(const char *a, const char *b) {
   while (a[0] == '.' && a[1] == '/') a += 2;
@@ -417,5 +458,6 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_later_steps(&c);
   check_misc(&c);
   check_study(&c);
+  check_heldout(&c);
   check_metrics_file(&c);
 }

@@ -18,6 +18,7 @@
 #include "core/fsutil.h"
 #include "core/h5util.h"
 #include "core/log.h"
+#include "data/shards.h"
 #include "input/config.h"
 #include "model/dino_loss.h"
 #include "model/optim.h"
@@ -122,6 +123,27 @@ static void write_root_attrs(hid_t fid, const struct ckpt_state *st, const char 
   h5util_attr_write_str(fid, "restart_changes", st->restart_changes ? st->restart_changes : "");
 }
 
+/* The training set's per-channel mean/std of the selected channels and their names: what the
+ * features and attention of other shard sets normalise with and match channels by (&features
+ * normalization = 'checkpoint', doc/algorithm.md §8.1). */
+static void write_normalization(hid_t fid, const struct ckpt_state *st) {
+  const int n = st->nchannels;
+  double mean[CKPT_MAX_CHANNELS], std[CKPT_MAX_CHANNELS];
+  const char *names[CKPT_MAX_CHANNELS];
+  for (int i = 0; i < n; i++) {
+    const int c = st->channels[i];
+    mean[i] = dataset_mean(st->ds)[c];
+    std[i] = dataset_std(st->ds)[c];
+    names[i] = dataset_channel_name(st->ds, c);
+  }
+  const hsize_t dims = (hsize_t)n;
+  hid_t g = h5util_group_create(fid, "normalization");
+  h5util_dset_write(g, "mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &dims, mean);
+  h5util_dset_write(g, "std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &dims, std);
+  h5util_dset_write_strs(g, "channel_names", names, dims);
+  CHECK_H5(H5Gclose(g));
+}
+
 /* The whole checkpoint as an HDF5 file image in memory (the core driver, no file on disk): every
  * byte of I/O is then done, and checked, by write_image.  Returns it malloc'd, its size in *size;
  * frees h's buffers on the way.
@@ -137,6 +159,7 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   struct h5util_image img;
   hid_t fid = h5util_image_create(name, &img);
   write_root_attrs(fid, st, deck);
+  if (st->ds) write_normalization(fid, st);
 
   hid_t gs = h5util_group_create(fid, "student"), gt = h5util_group_create(fid, "teacher");
   for (int i = 0; i < tt->n; i++) {

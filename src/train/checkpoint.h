@@ -12,6 +12,10 @@
  *                                      next_batch, world_size, n_train, ..., data_fingerprint: the
  *                                      shard set's, 16 hex digits; the batch size is the root's)
  *   /train_metrics                     attributes: the running sums of the unfinished epoch (log.txt)
+ *   /normalization/mean, std           float64 [nsel]: the training shard set's per-channel statistics of
+ *                                      the selected channels (in the order of `channels`), and
+ *   /normalization/channel_names       their names: what features and attention of other shard sets
+ *                                      normalise with and match channels by (absent from imports)
  *   root attributes: format = "scdino-checkpoint", version = 2 (1 is read too), epoch (next epoch to run),
  *   iteration (next iteration inside that epoch; 0 at an epoch boundary), global_step,
  *   niter_per_epoch, epochs, world_size, batch_size_per_rank, the model hyperparameters (arch,
@@ -61,9 +65,11 @@
 #define CKPT_FILE "checkpoint.h5"
 #define CKPT_MAX_CHANNELS 64
 #define CKPT_CHANGES_MAX 4096 /* bytes of the restart_changes record kept (the newest lines) */
+#define CKPT_NAME_MAX 256     /* bytes of a recorded channel name, its terminating NUL included */
 
 struct optim;
 struct dino_loss;
+struct dataset;
 
 /* Pretrained weights of another channel count (&model use_mean_patch_embedding,
  * custom_embedding_map): how backbone.patch_embed.proj.weight [D, Cp, p, p] of the file becomes the
@@ -89,6 +95,9 @@ struct ckpt_info {
   char arch[CFG_WORDLEN]; /* "" when absent */
   int nchannels;          /* selected source channels the model was trained on; 0 = unknown */
   int channels[CKPT_MAX_CHANNELS];
+  int nnorm;              /* channels of /normalization (= nchannels); 0 = not recorded (imports, older files) */
+  double norm_mean[CKPT_MAX_CHANNELS], norm_std[CKPT_MAX_CHANNELS]; /* the training set's, per channel */
+  char channel_names[CKPT_MAX_CHANNELS][CKPT_NAME_MAX];            /* the names of those channels */
   int has_state;          /* optimizer, centre and position present: restartable */
   int64_t epoch;          /* next epoch to run (-1 when absent) */
   int64_t iteration;      /* next iteration inside that epoch */
@@ -155,6 +164,8 @@ struct ckpt_state {
   struct dino_loss *loss;
   int nchannels;
   const int *channels;      /* selected source channels */
+  const struct dataset *ds; /* the training shard set: its statistics and names of the channels are
+                             * recorded (/normalization); NULL: not recorded */
   int64_t epoch;            /* next epoch to run */
   int64_t iteration;        /* next iteration inside it (0: epoch boundary) */
   int64_t niter_per_epoch;

@@ -59,6 +59,32 @@ static int geti(hid_t fid, const char *path, const char *name, int *out) {
   return 1;
 }
 
+/* /normalization: the training set's statistics and names of the selected channels (absent from
+ * imports and older files: nnorm stays 0). */
+static void read_normalization(hid_t fid, const char *path, struct ckpt_info *info) {
+  if (H5Lexists(fid, "normalization", H5P_DEFAULT) <= 0) return;
+  hid_t g = H5Gopen2(fid, "normalization", H5P_DEFAULT);
+  if (g < 0) bad(path, "'normalization' is not a group");
+  char **names = NULL;
+  int64_t n = 0;
+  h5util_need("checkpoint", path, h5util_dset_read_strs(g, "channel_names", CKPT_MAX_CHANNELS, &names, &n));
+  if (n < 1 || (info->nchannels > 0 && n != info->nchannels))
+    bad(path, "normalization/channel_names has %lld names for %d channels", (long long)n, info->nchannels);
+  h5util_need("checkpoint", path, h5util_dset_read_1d(g, "mean", H5T_FLOAT, H5T_NATIVE_DOUBLE, n, info->norm_mean));
+  h5util_need("checkpoint", path, h5util_dset_read_1d(g, "std", H5T_FLOAT, H5T_NATIVE_DOUBLE, n, info->norm_std));
+  CHECK_H5(H5Gclose(g));
+  for (int i = 0; i < (int)n; i++) {
+    if (!isfinite(info->norm_mean[i]) || !isfinite(info->norm_std[i]) || !(info->norm_std[i] > 0))
+      bad(path, "normalization of channel %d: mean %g, std %g (a finite mean and a positive std expected)", i,
+          info->norm_mean[i], info->norm_std[i]);
+    if (strlen(names[i]) >= CKPT_NAME_MAX)
+      bad(path, "normalization/channel_names(%d) is longer than %d bytes", i, CKPT_NAME_MAX - 1);
+    snprintf(info->channel_names[i], CKPT_NAME_MAX, "%s", names[i]);
+  }
+  h5util_strs_free(names, n);
+  info->nnorm = (int)n;
+}
+
 static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
   memset(info, 0, sizeof *info);
   struct vit_dims *v = &info->spec.vit;
@@ -95,6 +121,8 @@ static void read_info(hid_t fid, const char *path, struct ckpt_info *info) {
     info->nchannels = n;
     for (int i = 0; i < n; i++) info->channels[i] = (int)ch[i];
   }
+
+  read_normalization(fid, path, info);
 
   info->epoch = -1;
   optional(path, h5util_attr_read_i64(fid, "epoch", &info->epoch));

@@ -372,7 +372,7 @@ int train_run(const struct config *cfg) {
   setup_schedules(t);
   if (!t->gc) t->gc = backend_grad_comm(t->ops); /* the sharded optimizer's is made with it */
   t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
-                              .nchannels = t->nchannels, .channels = t->channels,
+                              .nchannels = t->nchannels, .channels = t->channels, .ds = t->ds,
                               .niter_per_epoch = t->niter, .world_size = t->world,
                               .n_train = t->split.n_train, .keep_prev = 1,
                               .data_fingerprint = dataset_fingerprint(t->ds)};

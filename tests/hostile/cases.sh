@@ -310,6 +310,15 @@ case_ $d soft_link 3 "$c: '$t\.norm\.weight' is a soft link to '/student/backbon
   'h5edit run/checkpoint.h5 soft teacher/backbone.norm.weight /student/backbone.norm.weight'
 case_ $d tensor_of_deeper_model 3 "$c: tensor teacher/backbone\.blocks\.1\.norm1\.weight is not part of the model of this deck" \
   "h5edit run/checkpoint.h5 nums $t.blocks.1.norm1.weight f32 1,1,1,1,1,1,1,1"
+# /normalization: the training set's statistics and channel names (features and attention use them)
+case_ $d normalization_std_zero 3 "$c: normalization of channel 1: mean [0-9.e+-]+, std 0 \(a finite mean and a positive std expected\)" \
+  "h5edit run/checkpoint.h5 set normalization/std 1 0"
+case_ $d normalization_mean_nan 3 "$c: normalization of channel 0: mean nan" "h5edit run/checkpoint.h5 set normalization/mean 0 nan"
+case_ $d normalization_names_2 3 "$c: normalization/channel_names has 2 names for 3 channels" \
+  "h5edit run/checkpoint.h5 strs normalization/channel_names a,b"
+case_ $d normalization_std_short 3 "$c: .*std" "h5edit run/checkpoint.h5 nums normalization/std f64 0.2,0.2"
+case_ $d normalization_not_group 3 "$c: 'normalization' is not a group" \
+  "h5edit run/checkpoint.h5 rm normalization && h5edit run/checkpoint.h5 nums normalization f64 1"
 d=restart
 case_ $d no_training_state 3 "$c: holds weights but no training state" "h5edit run/checkpoint.h5 rm optimizer"
 case_ $d exp_avg_missing 3 "$c: .*optimizer/exp_avg/head\.mlp\.0\.bias.* missing" "h5edit run/checkpoint.h5 rm optimizer/exp_avg/head.mlp.0.bias"

@@ -118,6 +118,7 @@ static void write_checkpoints(void) {
   struct dino_loss l = st0.l;
   struct optim o = st0.o;
   const int channels[2] = {0, 1};
+  struct dataset *ds = dataset_open(v2.shard_dir); /* its statistics and names go into /normalization */
   for (int e = 2; e <= 3; e++) {
     dino_model_init_weights(m, (uint64_t)e);
     fill(ops, m->teacher, m->tt.size, 10 * e + 1);
@@ -126,11 +127,12 @@ static void write_checkpoints(void) {
     fill(ops, l.center, (size_t)s.head.out_dim, 10 * e + 4);
     for (int i = 0; i < m->tt.n; i++) o.steps[i] = (m->tt.t[i].flags & TENSOR_GRAD) ? 10 * e + i : 0;
     struct ckpt_state st = {.cfg = &cfg, .model = m, .opt = &o, .loss = &l, .nchannels = 2, .channels = channels,
-                            .epoch = e, .iteration = 0, .niter_per_epoch = 4, .world_size = 1, .n_train = 8,
+                            .ds = ds, .epoch = e, .iteration = 0, .niter_per_epoch = 4, .world_size = 1, .n_train = 8,
                             .keep_prev = 1};
     st.metrics = (struct ckpt_metrics){1.5, 4, 2e-4, 0.3, 4, 8, 1.0};
     checkpoint_save(v2.ckpt, &st);
   }
+  dataset_close(ds);
 }
 
 static int32_t image(void *ctx, int64_t i, void *img, char *rel, size_t reln) {
@@ -213,6 +215,10 @@ static int read_checkpoint(void *arg) {
   h = fnv(h, &st.metrics, sizeof st.metrics);
   h = fnv(h, &info.epoch, sizeof info.epoch);
   h = fnv(h, &info.n_train, sizeof info.n_train);
+  h = fnv(h, &info.nnorm, sizeof info.nnorm);
+  h = fnv(h, info.norm_mean, (size_t)info.nnorm * sizeof(double));
+  h = fnv(h, info.norm_std, (size_t)info.nnorm * sizeof(double));
+  for (int c = 0; c < info.nnorm; c++) h = fnv(h, info.channel_names[c], strlen(info.channel_names[c]) + 1);
   emit(h, fell);
   return 0;
 }
@@ -570,8 +576,8 @@ int main(int argc, char **argv) {
   fs_join(root, sizeof root, dir, "v1");
   files_init(&old, root);
   files_init(&v2, dir);
-  write_checkpoints();
   write_shards();
+  write_checkpoints();
   write_features();
   if (write_v1() != 0) {
     fprintf(stderr, "FAIL cannot write the version-1 copies\n");

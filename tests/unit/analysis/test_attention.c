@@ -298,8 +298,10 @@ static void test_attention_run(const char *dir) {
   H5Fclose(f);
 
   if (n == 6) {
+    struct features_input in;
+    features_input_data(&in, &cfg, ds, 1);
     struct features_prep prep;
-    features_prep_init(&prep, &cfg, ds, 32, 1);
+    features_prep_init(&prep, &cfg, ds, &in, 32);
     struct vit_dims d;
     int64_t epoch;
     features_checkpoint_dims(&cfg, ckpt, &prep, &d, &epoch);
