@@ -17,7 +17,7 @@ tests/hostile/rawtiff tests/hostile/h5edit tests/hostile/corrupt_sweep tests/fix
 tests/unit/core/test_h5util tests/fixtures/train_mkdata tests/fixtures/feat_mkdata tests/fixtures/ckpt_compare scdino_demo_data"
 tests="tests/unit/input/test_deck tests/unit/input/test_config tests/unit/data/test_tiff tests/unit/data/test_shards tests/unit/analysis/test_features_io \
 tests/hostile/hostile_decks.sh tests/hostile/hostile_tiff.sh tests/hostile/hostile_shards.sh tests/hostile/hostile_features.sh tests/hostile/hostile_ckpt.sh \
-tests/unit/core/test_h5util tests/faults/full_disk.sh tests/faults/run_lock.sh tests/cli/pipeline.sh tests/cli/train_threads.sh \
+tests/unit/core/test_h5util tests/faults/full_disk.sh tests/faults/run_lock.sh tests/eval/pipeline.sh tests/cli/train_threads.sh \
 tests/faults/memory_budget.sh"
 # shellcheck disable=SC2086
 make -j"$jobs" scdino $progs >build.log 2>&1 || { tail -30 build.log; echo "FAIL: sanitizers: build"; exit 1; }

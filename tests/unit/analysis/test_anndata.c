@@ -2,7 +2,7 @@
  * encoding-type and encoding-version, the dataframes' _index and column-order, categoricals (codes,
  * categories, ordered), every uns kind, X written window by window, the checksummed layout, and
  * what the writer refuses: duplicate obs_names (exit 3) and replacing a file it did not write
- * (exit 2, the file untouched).  What anndata itself reads of it: tests/cli/anndata.sh. */
+ * (exit 2, the file untouched).  What anndata itself reads of it: tests/eval/anndata.sh. */
 #include "build_config.h"
 
 #include <dirent.h>

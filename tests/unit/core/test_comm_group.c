@@ -1,5 +1,5 @@
 /* tests/unit/core/test_comm_group.c - groups of ranks (comm_group_begin/end), run under mpirun on
- * 1, 2 and 4 ranks by tests/cli/study.sh with the group size as argument: inside a group every
+ * 1, 2 and 4 ranks by tests/eval/study.sh with the group size as argument: inside a group every
  * collective, rank, size and the node communicator are the group's; comm_all_any spans the world;
  * the world comes back after comm_group_end, and a second grouping works. */
 #include "build_config.h"

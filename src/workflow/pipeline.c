@@ -14,7 +14,7 @@
 #include "analysis/features.h"
 #include "analysis/features_io.h"
 #include "analysis/knn.h"
-#include "analysis/pipeline.h"
+#include "workflow/pipeline.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/fsutil.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/pipeline.h"
-#include "analysis/study.h"
+#include "workflow/pipeline.h"
+#include "workflow/study.h"
 #include "core/check.h"
 #include "core/fsutil.h"
 #include "core/h5util.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/heldout.sh - a trained model on new images (issue 36, items 2 and 3): a tiny ViT trained on
+# tests/eval/heldout.sh - a trained model on new images (issue 36, items 2 and 3): a tiny ViT trained on
 # one labelled set (A: scdino_demo_data seed 1, 3 classes) records its training set's per-channel
 # mean/std and channel names in the checkpoint; a second set made from other images (B: two "donors",
 # seeds 2 and 3, one with a class A lacks; labels from data.folder_depth_for_labels = 0) gets features
@@ -7,7 +7,7 @@
 # same mean/std by hand ('values') and different from B's own ('data'); a channel-name mismatch is
 # refused, and works with &features channel_map (bit-identical again); a checkpoint without
 # statistics is refused for 'checkpoint'; then a reference/query kNN (A's features against B's) equals
-# a NumPy reimplementation of DINO's eval_knn (tests/cli/eval_knn.py: Top-1/Top-2 at every k, every
+# a NumPy reimplementation of DINO's eval_knn (tests/eval/eval_knn.py: Top-1/Top-2 at every k, every
 # row's prediction, its kept neighbours, the per-group accuracy), on one rank and on two.
 . "$top_srcdir/tests/lib.sh"
 scratch heldout_sh
@@ -162,7 +162,7 @@ grep -q '^  rows     : every query row voted by all 36 reference rows (DINO eval
 grep -q "^Per-group accuracy of the teacher features in % (group_by = 'folder')" kAB/knn.txt || fail "knn.txt: no group table"
 grep -Eq '^  donor2 +18 ' kAB/knn.txt || fail "knn.txt: donor2 is not a group of 18 rows"
 if [ "$PYTHON3" != none ]; then
-  expect_exit 0 "$PYTHON3" "$top_srcdir/tests/cli/eval_knn.py" fA/features_0001.h5 fB/features_0001.h5 kAB/knn.h5
+  expect_exit 0 "$PYTHON3" "$top_srcdir/tests/eval/eval_knn.py" fA/features_0001.h5 fB/features_0001.h5 kAB/knn.h5
   expect_grep 'eval_knn ok: 42 query rows against 36 reference rows, 20 neighbours kept'
   # Two rows' neighbours by hand: the dot products, in order, of the rows the file names.
   cat >nb.py <<'EOF'

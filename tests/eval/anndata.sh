@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/anndata.sh - features_EEEE.h5ad, the AnnData sibling of the features file, as the real
+# tests/eval/anndata.sh - features_EEEE.h5ad, the AnnData sibling of the features file, as the real
 # anndata package reads it (anndata.read_h5ad; Debian python3-anndata): X equal to the features
 # file's rows bit for bit, obs_names = the paths, obs columns label (categorical over the class
 # names, in class order), split and index with their dtypes, var_names, the provenance in uns; the
@@ -52,7 +52,7 @@ def check(run, subset):
     assert (lab.cat.codes.to_numpy() == f["labels"][:]).all()
     assert (a.obs["index"].to_numpy() == f["index"][:]).all()
     assert list(a.obs["split"].cat.categories) == ["train", "val"]
-    # The validation half of numpy.random.seed(40); shuffle(range(40)) (tests/cli/features.sh).
+    # The validation half of numpy.random.seed(40); shuffle(range(40)) (tests/eval/features.sh).
     perm = list(range(40)); np.random.seed(40); np.random.shuffle(perm)
     want = ["val" if i in perm[:20] else "train" for i in a.obs["index"]]
     assert list(a.obs["split"]) == want, list(a.obs["split"])

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis/pipeline.h"
-#include "analysis/study.h"
+#include "workflow/pipeline.h"
+#include "workflow/study.h"
 #include "core/check.h"
 #include "core/watchdog.h"
 #include "core/comm.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/features.sh - `scdino deck` with calculation='features', 'knn' and 'attention' on the tiny
+# tests/eval/features.sh - `scdino deck` with calculation='features', 'knn' and 'attention' on the tiny
 # fixture (tests/fixtures/feat_mkdata): features_EEEE.h5 read back with h5py (schema, unit rows, ascending
 # index, labels and paths of the shards), the same files from two ranks as from one, the
 # random-init baseline in knn.txt / knn.h5, attention.h5 and its PNG tree, outputs that would replace

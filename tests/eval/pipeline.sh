@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/pipeline.sh - calculation='pipeline' end to end on a tiny TIFF set (scdino_demo_data, 3
+# tests/eval/pipeline.sh - calculation='pipeline' end to end on a tiny TIFF set (scdino_demo_data, 3
 # classes x 20 images) with a tiny ViT: prepare, train, features, knn (with both baselines) and
 # attention in one launch; every output and the summary (its kNN numbers against knn.h5); a second
 # launch on two ranks that finds the shards and skips prepare; the error without TIFFs or shards;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/study.sh - calculation='study' through the binary on a 40-image, 3-channel shard set
+# tests/eval/study.sh - calculation='study' through the binary on a 40-image, 3-channel shard set
 # with the tiny training model: a 2-set study on 1 rank (per-set runs, study.txt and study.h5
 # against each set's knn.h5 and log.txt, the plot); the grouping (a set's checkpoints bit-identical
 # on 2 ranks alone and inside a 4-rank study of 2 groups, on 1 rank alone and in 2 groups of 1, and

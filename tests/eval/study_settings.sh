@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/study_settings.sh - hyperparameter studies (&study settings) through the binary, on the
+# tests/eval/study_settings.sh - hyperparameter studies (&study settings) through the binary, on the
 # 40-image, 3-channel shard set with the tiny training model: a 3-setting teacher-temperature study
 # on 2 ranks in 2 groups of 1 (log lines, study.txt rows, study.h5's settings and values, every
 # run's echoed deck holding its value, the settings taking effect); one setting's checkpoints

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/cli/eval_knn.py - DINO's eval_knn.knn_classifier (facebookresearch/dino) in NumPy, on two
+"""tests/eval/eval_knn.py - DINO's eval_knn.knn_classifier (facebookresearch/dino) in NumPy, on two
 scdino features files, checked against scdino's knn.h5 of the same reference/query run.
 
     eval_knn.py REFERENCE.h5 QUERY.h5 KNN.h5

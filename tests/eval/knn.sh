@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/knn.sh - `scdino deck` with calculation='knn' on a tiny shard set and features file: the
+# tests/eval/knn.sh - `scdino deck` with calculation='knn' on a tiny shard set and features file: the
 # stdout table, knn.txt and knn.h5 (read back with h5py when it is there), the same report from
 # two ranks as from one (reference rows and raw-pixel images are divided among the ranks), and from
 # three in blocks of two test rows (&knn block_rows), ranks that see different directories, and an
