@@ -18,6 +18,7 @@
 #include "core/signals.h"
 #include "core/watchdog.h"
 #include "data/prepare.h"
+#include "linear/linear.h"
 #include "train/train.h"
 
 struct calc_entry {
@@ -27,8 +28,8 @@ struct calc_entry {
 
 static const struct calc_entry calcs[] = {
     {"prepare", prepare_run}, {"train", train_run}, {"features", features_run},
-    {"knn", knn_run},     {"attention", attention_run}, {"pipeline", pipeline_run},
-    {"study", study_run},
+    {"knn", knn_run},     {"attention", attention_run}, {"linear", linear_run},
+    {"pipeline", pipeline_run}, {"study", study_run},
 };
 
 int calc_run(const struct config *cfg) {

@@ -41,7 +41,20 @@ static void net_setup(struct features_net *n, const struct ops *ops, const struc
   vit_init(&n->vit, &dd, &n->tt, "backbone.");
   n->params = ops->alloc(MUL_SIZE(n->tt.size, sizeof(float)));
   n->epoch = -1;
+  n->n_last_blocks = 1;
+  n->l2 = 1;
 }
+
+void features_net_layout(struct features_net *n, int n_last_blocks, int avgpool, int l2, const char *key) {
+  if (n_last_blocks < 1 || n_last_blocks > n->vit.d.depth)
+    scd_fatal(SCD_EXIT_INPUT, "%s = %d, but the network of %s has %d block%s", key, n_last_blocks, n->source,
+              n->vit.d.depth, n->vit.d.depth > 1 ? "s" : "");
+  n->n_last_blocks = n_last_blocks;
+  n->avgpool = avgpool != 0;
+  n->l2 = l2 != 0;
+}
+
+int features_net_width(const struct features_net *n) { return (n->n_last_blocks + n->avgpool) * n->vit.d.dim; }
 
 void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
                        const struct ckpt_embed *emb, const char *checkpoint, const char *key) {
@@ -102,12 +115,85 @@ void features_gather_rows(void *full, const void *mine, int64_t n, int64_t unit,
   free(displs);
 }
 
+/* A batch's rows beyond one CLS token (features_net_layout): the blocks' CLS parts and the last
+ * block's normed tokens on the device, their host copies, and the patch-token sums. */
+struct row_parts {
+  int nl, ap, Dm, N, B;
+  void *tok_act;  /* [B*N, Dm] activations (avgpool) */
+  float *tok_dev; /* the same in fp32 */
+  float *host;    /* [nl][B][Dm], then [B*N][Dm] */
+  double *acc;    /* [Dm] */
+};
+
+/* Bytes of the parts beyond today's one CLS row (0 for that layout), on the host and the device. */
+static double parts_bytes(const struct features_net *net, const struct ops *ops, int B, int N) {
+  const double Dm = net->vit.d.dim, nl = net->n_last_blocks, tok = net->avgpool ? (double)B * N * Dm : 0;
+  if (nl == 1 && !net->avgpool) return 0;
+  return nl * B * Dm * (2.0 * sizeof(float) + (double)ops->act_size) +
+         tok * (2.0 * sizeof(float) + (double)ops->act_size);
+}
+
+static void parts_init(struct row_parts *r, const struct features_net *net, int B, int N) {
+  const struct ops *ops = net->ops;
+  memset(r, 0, sizeof *r);
+  r->nl = net->n_last_blocks;
+  r->ap = net->avgpool;
+  r->Dm = net->vit.d.dim;
+  r->N = N;
+  r->B = B;
+  if (r->nl == 1 && !r->ap) return;
+  const size_t cls = MUL_SIZE((size_t)r->nl * B, (size_t)r->Dm);
+  const size_t tok = r->ap ? MUL_SIZE((size_t)B * N, (size_t)r->Dm) : 0;
+  r->host = xmalloc(MUL_SIZE(cls + tok, sizeof(float)));
+  r->acc = xmalloc(MUL_SIZE((size_t)r->Dm, sizeof(double)));
+  if (r->ap) {
+    r->tok_act = ops->alloc(MUL_SIZE(tok, ops->act_size));
+    r->tok_dev = ops->alloc(MUL_SIZE(tok, sizeof(float)));
+  }
+}
+
+static void parts_free(struct row_parts *r, const struct ops *ops) {
+  if (r->tok_act) ops->free(r->tok_act);
+  if (r->tok_dev) ops->free(r->tok_dev);
+  free(r->host);
+  free(r->acc);
+  memset(r, 0, sizeof *r);
+}
+
+/* The cnt rows of a batch into dst [cnt][(nl + ap) Dm], from the blocks' CLS parts cls_dev [nl][cnt][Dm]
+ * and the normed tokens: the mean over the patch tokens (upstream torch.mean(x[:, 1:], dim=1)) is
+ * summed in double and rounded once. */
+static void parts_rows(struct row_parts *r, const struct ops *ops, const float *cls_dev, int cnt, float *dst) {
+  const size_t Dm = (size_t)r->Dm, D = (size_t)(r->nl + r->ap) * Dm;
+  if (r->nl == 1 && !r->ap) {
+    ops->download(dst, cls_dev, (size_t)cnt * Dm * sizeof(float));
+    return;
+  }
+  ops->download(r->host, cls_dev, (size_t)r->nl * cnt * Dm * sizeof(float));
+  for (int i = 0; i < cnt; i++)
+    for (int k = 0; k < r->nl; k++)
+      memcpy(dst + (size_t)i * D + (size_t)k * Dm, r->host + ((size_t)k * cnt + i) * Dm, Dm * sizeof(float));
+  if (!r->ap) return;
+  float *tok = r->host + (size_t)r->nl * r->B * Dm;
+  ops->download(tok, r->tok_dev, (size_t)cnt * r->N * Dm * sizeof(float));
+  for (int i = 0; i < cnt; i++) {
+    for (size_t j = 0; j < Dm; j++) r->acc[j] = 0;
+    for (int t = 1; t < r->N; t++) {
+      const float *row = tok + ((size_t)i * r->N + t) * Dm;
+      for (size_t j = 0; j < Dm; j++) r->acc[j] += row[j];
+    }
+    float *o = dst + (size_t)i * D + (size_t)r->nl * Dm;
+    for (size_t j = 0; j < Dm; j++) o[j] = (float)(r->acc[j] / (r->N - 1));
+  }
+}
+
 float *features_compute(const struct features_net *net, const struct features_prep *prep,
                         struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
                         struct features_stream *stream, int8_t *status, const char *what) {
   const struct ops *ops = net->ops;
   const struct vit *v = &net->vit;
-  const int D = v->d.dim, C = prep->nsel, oh = prep->oh, ow = prep->ow;
+  const int D = features_net_width(net), Dm = v->d.dim, nl = net->n_last_blocks, C = prep->nsel, oh = prep->oh,
+            ow = prep->ow;
   if (C != v->d.in_chans)
     scd_fatal(SCD_EXIT_INPUT, "the network takes %d channels but %d are selected (data.channels)", v->d.in_chans, C);
   const int rank = comm_rank(), size = comm_size();
@@ -135,6 +221,10 @@ float *features_compute(const struct features_net *net, const struct features_pr
   if (!gpu)
     membudget_add(&mb, (double)vit_infer_bytes(v, ops, B, oh, ow) + (double)net->tt.size * sizeof(float),
                   "the network and its activations", "batch_size = %d, features resize, the model", B);
+  const double parts_b = parts_bytes(net, ops, B, vit_tokens(v, oh, ow));
+  if (parts_b > 0)
+    membudget_add(&mb, parts_b, "the intermediate layers", "batch_size = %d, n_last_blocks = %d, avgpool_patchtokens",
+                  B, nl);
   char how[256];
   const double limit = membudget_limit(prep->memory_per_rank, how, sizeof how);
   membudget_check(&mb, what, limit, how);
@@ -147,15 +237,17 @@ float *features_compute(const struct features_net *net, const struct features_pr
   /* On the CUDA backend the GPU prepares the images from the raw batch: the same input bit for bit
    * (analysis/features_gpu.h), and the host only reads the shards. */
 #ifdef HAVE_CUDA
-  struct features_gpu *fg = !strcmp(ops->name, "cuda") ? features_gpu_create(prep, B) : NULL;
+  struct features_gpu *fg = !strcmp(ops->name, "cuda") && !prep->image ? features_gpu_create(prep, B) : NULL;
 #else
   void *fg = NULL;
 #endif
   const size_t img_floats = (size_t)C * oh * ow;
   float *img_host = fg ? NULL : xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
   float *img_dev = ops->alloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
-  void *cls_act = ops->alloc(MUL_SIZE((size_t)B * D, ops->act_size));
-  float *cls_dev = ops->alloc(MUL_SIZE((size_t)B * D, sizeof(float)));
+  void *cls_act = ops->alloc(MUL_SIZE((size_t)nl * B * Dm, ops->act_size));
+  float *cls_dev = ops->alloc(MUL_SIZE((size_t)nl * B * Dm, sizeof(float)));
+  struct row_parts parts;
+  parts_init(&parts, net, B, pass.N);
   const size_t raw_bytes = dataset_image_bytes(ds);
   /* two raw batches: the next is read while the GPU runs this one's forward */
   void *raws[2] = {xmalloc(MUL_SIZE((size_t)B, raw_bytes)), xmalloc(MUL_SIZE((size_t)B, raw_bytes))};
@@ -184,28 +276,32 @@ float *features_compute(const struct features_net *net, const struct features_pr
       {
         double *work = xmalloc(features_prep_work_size(prep) * sizeof(double));
 #pragma omp for schedule(dynamic, 1)
-        for (int i = 0; i < cnt; i++)
-          my_st[b0 + i] = (int8_t)features_prep_image(prep, (const char *)raw + (size_t)i * raw_bytes,
-                                                      img_host + (size_t)i * img_floats, work);
+        for (int i = 0; i < cnt; i++) {
+          const void *ri = (const char *)raw + (size_t)i * raw_bytes;
+          float *di = img_host + (size_t)i * img_floats;
+          my_st[b0 + i] = (int8_t)(prep->image ? prep->image(prep, ri, idx[lo + b0 + i], di, work)
+                                               : features_prep_image(prep, ri, di, work));
+        }
         free(work);
       }
       ops->upload(img_dev, img_host, (size_t)cnt * img_floats * sizeof(float));
     }
-    vit_forward(v, ops, net->params, &pass, &scr, cnt, img_dev, cls_act, NULL);
-    ops->act_to_f32(cls_dev, cls_act, (size_t)cnt * D);
+    vit_forward_layers(v, ops, net->params, &pass, &scr, cnt, img_dev, nl, cls_act, parts.tok_act, NULL);
+    ops->act_to_f32(cls_dev, cls_act, (size_t)nl * cnt * Dm);
+    if (parts.tok_act) ops->act_to_f32(parts.tok_dev, parts.tok_act, (size_t)cnt * pass.N * Dm);
     if (b0 + cnt < mine) {
       const int64_t left = mine - b0 - cnt;
       dataset_read_images(ds, idx + lo + b0 + cnt, (int)(left < B ? left : B), raws[(k + 1) % 2]);
     }
     float *dst = stream ? my_out : my_out + (size_t)b0 * D;
-    ops->download(dst, cls_dev, (size_t)cnt * D * sizeof(float));
+    parts_rows(&parts, ops, cls_dev, cnt, dst);
 #ifdef HAVE_CUDA
     if (fg) features_gpu_status(fg, my_st + b0, cnt);
 #endif
     /* An image that could not be prepared has no features: a zero row, flagged in status. */
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
-    features_l2_normalize(dst, cnt, D);
+    if (net->l2) features_l2_normalize(dst, cnt, D);
     if (stream) features_stream_rows(stream, lo + b0, cnt, dst);
     progress_update(&prog, b0 + cnt, 0);
   }
@@ -222,6 +318,7 @@ float *features_compute(const struct features_net *net, const struct features_pr
   ops->free(img_dev);
   ops->free(cls_act);
   ops->free(cls_dev);
+  parts_free(&parts, ops);
   vit_pass_free(&pass);
   arena_free(&a);
 

@@ -8,7 +8,9 @@
  *   -> (x - mean_c) / std_c (features.normalize) with the statistics features.normalization
  *      chooses: the training set's (recorded in the checkpoint), the shard set's, or given values
  *      (features_input.c)
- *   -> float32 -> backbone -> CLS after the final norm -> L2-normalised.
+ *   -> float32 -> backbone -> CLS after the final norm (with &features n_last_blocks /
+ *      avgpool_patchtokens: the CLS of the last n blocks and the mean patch token, concatenated)
+ *   -> L2-normalised.
  * The centre crop (data.center_crop) was applied by prepare when the shards were written.
  * Resizing in float64 also sidesteps PyTorch's separate float32 bilinear kernel for one-channel
  * tensors: in float64 every channel count goes through the same arithmetic.
@@ -76,6 +78,11 @@ struct features_prep {
   int oh, ow; /* after the resize */
   int *ih, *iw;      /* bilinear taps: 2 per output row / column */
   double *wh, *ww;
+  /* Optional (NULL: features_prep_image): prepares each image instead, on the host, into oh x ow
+   * (the linear probe's augmented crops, linear/linear_aug.c); sample is the image's global index,
+   * work holds features_prep_work_size(p) doubles; returns a FEATURES_PREP_* result. */
+  int (*image)(const struct features_prep *p, const void *raw, int64_t sample, float *dst, double *work);
+  const void *image_ctx; /* the caller's, for image */
 };
 
 /* Result of preparing one image. */
@@ -96,6 +103,18 @@ size_t features_prep_work_size(const struct features_prep *p);
 /* raw [C_all][H][W] -> dst [nsel][oh][ow] float32.  Returns FEATURES_PREP_OK, FEATURES_PREP_FLAT
  * (a constant channel was set to 0) or FEATURES_PREP_NONFINITE (dst zeroed). */
 int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work);
+/* The steps of features_prep_image, for preparations of other geometry (linear/linear_aug.c):
+ * the min-max of each selected channel (lo[s], range[s] after upstream's rule for flat channels;
+ * FEATURES_PREP_NONFINITE when a pixel is not finite, else FLAT or OK as features_prep_image);
+ * channel s of raw scaled to [0, 1] into dst [H][W] (zeros for a flat channel); PyTorch's bilinear
+ * taps of a double tensor (2 per output, align_corners=False) for in -> out; and the bilinear
+ * resample of the region (top, left) of src [..][W] with such taps into out [oh][ow]. */
+int features_prep_minmax(const struct features_prep *p, const void *raw, double *lo, double *range);
+void features_prep_scaled(const struct features_prep *p, const void *raw, int s, double lo, double range,
+                          double *dst);
+void features_bilinear_taps(int in, int out, int *idx, double *w);
+void features_bilinear(const double *src, int W, int top, int left, const int *ih, const double *wh, int oh,
+                       const int *iw, const double *ww, int ow, double *out);
 
 /* ---- networks (features.c) ------------------------------------------------------------------- */
 
@@ -108,7 +127,19 @@ struct features_net {
   char source[1024];      /* checkpoint path, or "random init" */
   char key[16];           /* "teacher", "student" or "random" */
   int64_t epoch;          /* the checkpoint's epoch (-1: none) */
+  /* What a row of features_compute holds (features_net_layout; defaults 1, 0, 1): the CLS tokens of
+   * the last n_last_blocks blocks through the final norm, earliest first, then with avgpool the
+   * mean of the last block's normed patch tokens, each part D wide (DINO eval_linear's features;
+   * doc/algorithm.md §8.1); l2: the whole row L2-normalised (the features file), else as computed
+   * (the linear probe). */
+  int n_last_blocks, avgpool, l2;
 };
+
+/* Set what a row holds; n_last_blocks above the network's depth ends the job (exit 2) naming
+ * `key` (the deck key that asked for it). */
+void features_net_layout(struct features_net *n, int n_last_blocks, int avgpool, int l2, const char *key);
+/* Values in a row: (n_last_blocks + avgpool) * embed_dim. */
+int features_net_width(const struct features_net *n);
 
 /* The backbone of network `key` ("teacher" | "student") of a checkpoint, of dimensions d
  * (features_checkpoint_dims); emb (NULL: none) adapts a patch embedding of another channel count
@@ -148,14 +179,14 @@ void features_stream_drain(struct features_stream *s);
  * (features_write_meta) and renames the file to path; the others pass NULLs.  Frees s. */
 void features_stream_close(struct features_stream *s, const struct features *meta, const unsigned char *keep);
 
-/* Collective: L2-normalised CLS features of net for the images idx[0..n-1] of ds, computed in
- * batches of `batch` rows of idx, whole batches per rank (so the values do not depend on the
- * number of ranks).  With a stream (features_stream_open with the same n and batch) each batch
+/* Collective: the features of net (rows as features_net_layout says) for the images idx[0..n-1]
+ * of ds, computed in batches of `batch` rows of idx, whole batches per rank (so the values do not
+ * depend on the number of ranks).  With a stream (features_stream_open with the same n and batch) each batch
  * goes to the stream as it is done and nothing is kept (returns NULL; the stream is drained on
  * return); else the rows are gathered in idx order on rank 0 (all_ranks = 0) or on every rank.
  * status (NULL: not wanted; else [n], filled where the features are) gets the FEATURES_PREP_*
  * result of each image; a non-finite image has a zero row.  Progress with an ETA is logged under
- * `what`.  Returns [n][D] malloc'd, NULL where not gathered. */
+ * `what`.  Returns [n][features_net_width] malloc'd, NULL where not gathered. */
 float *features_compute(const struct features_net *net, const struct features_prep *prep,
                         struct dataset *ds, const int64_t *idx, int64_t n, int batch, int all_ranks,
                         struct features_stream *stream, int8_t *status, const char *what);

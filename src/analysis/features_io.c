@@ -35,6 +35,16 @@ void features_write_meta(hid_t fid, const struct features *f) {
     h5util_attr_write(fid, "norm_mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, (hsize_t)f->nnorm, f->norm_mean);
     h5util_attr_write(fid, "norm_std", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, (hsize_t)f->nnorm, f->norm_std);
   }
+  if (f->n_last_blocks > 1 || f->avgpool) { /* today's one CLS token writes none: the same file as before */
+    const int parts = f->n_last_blocks + f->avgpool;
+    SCD_ASSERT(f->d % parts == 0 && f->depth >= f->n_last_blocks && f->n_last_blocks <= 256);
+    int64_t blocks[256];
+    for (int k = 0; k < f->n_last_blocks; k++) blocks[k] = f->depth - f->n_last_blocks + k;
+    h5util_attr_write_i64(fid, "n_last_blocks", f->n_last_blocks);
+    h5util_attr_write_i64(fid, "avgpool_patchtokens", f->avgpool);
+    h5util_attr_write_i64(fid, "embed_dim", f->d / parts);
+    h5util_attr_write(fid, "blocks", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)f->n_last_blocks, blocks);
+  }
 }
 
 void features_write(const char *path, const struct features *f) {
@@ -144,6 +154,28 @@ static hid_t open_checked(const char *path, struct features *f, hid_t *xs) {
   return fid;
 }
 
+/* The row layout attributes, when there (else one CLS token per row), checked against the width. */
+static void read_layout(const char *path, hid_t fid, struct features *f) {
+  int64_t nl = 1, ap = 0, dim = f->d;
+  f->n_last_blocks = 1;
+  if (!h5util_optional("features file", path, h5util_attr_read_i64(fid, "n_last_blocks", &nl))) return;
+  need(path, h5util_attr_read_i64(fid, "avgpool_patchtokens", &ap));
+  need(path, h5util_attr_read_i64(fid, "embed_dim", &dim));
+  if (nl < 1 || nl > 256 || (ap != 0 && ap != 1) || dim < 1 || (nl + ap) * dim != f->d)
+    bad(path, "row layout n_last_blocks = %" PRId64 ", avgpool_patchtokens = %" PRId64 ", embed_dim = %" PRId64
+        " does not make the %d values of a row", nl, ap, dim, f->d);
+  int64_t blocks[256];
+  int nb = 0;
+  need(path, h5util_attr_read_i64s(fid, "blocks", blocks, 256, &nb));
+  if (nb != nl || blocks[0] < 0)
+    bad(path, "attribute 'blocks' does not list the n_last_blocks = %" PRId64 " blocks of a row", nl);
+  for (int k = 1; k < nb; k++)
+    if (blocks[k] != blocks[k - 1] + 1) bad(path, "attribute 'blocks' does not list consecutive blocks");
+  f->n_last_blocks = (int)nl;
+  f->avgpool = (int)ap;
+  f->depth = (int)(blocks[nb - 1] + 1);
+}
+
 void features_read_meta(const char *path, struct features *f) {
   memset(f, 0, sizeof *f);
   hid_t xs, fid = open_checked(path, f, &xs);
@@ -151,6 +183,7 @@ void features_read_meta(const char *path, struct features *f) {
   need(path, h5util_attr_read_str(fid, "checkpoint", f->checkpoint, sizeof f->checkpoint));
   need(path, h5util_attr_read_str(fid, "checkpoint_key", f->checkpoint_key, sizeof f->checkpoint_key));
   need(path, h5util_attr_read_i64(fid, "epoch", &f->epoch));
+  read_layout(path, fid, f);
 
   hsize_t dl[1], di[1];
   hid_t ls, is_;

@@ -8,7 +8,11 @@
  *   class_names  string  [C]
  *   root attributes: format = "scdino-features", version = 2, checkpoint (string), epoch (int64),
  *   checkpoint_key ("teacher" | "student"); normalization ("checkpoint", "data", "values", "none"),
- *   norm_mean, norm_std (float64 [channels], when normalised): a record of the input.
+ *   norm_mean, norm_std (float64 [channels], when normalised): a record of the input; and, when a
+ *   row is more than the last block's CLS token (&features n_last_blocks > 1 or
+ *   avgpool_patchtokens), its layout: n_last_blocks, avgpool_patchtokens (0/1), embed_dim (int64)
+ *   and blocks (int64 [n_last_blocks], 0-based), a row being the CLS tokens of those blocks, then
+ *   the mean patch token of the last one, each embed_dim wide, L2-normalised as a whole.
  * Strings are written fixed-length (checksummed: doc/formats.md); variable-length ones (version 1) are read too.
  * Features and labels travel in one file, so rows can never be misaligned (upstream writes two
  * CSV files and aligns them by replaying an RNG). */
@@ -42,6 +46,11 @@ struct features {
   char normalization[16];
   int nnorm;
   double norm_mean[64], norm_std[64]; /* 64: FEATURES_MAX_CHANNELS (analysis/features.h) */
+  /* The row layout (features_net_layout, analysis/features.h): the CLS tokens of the last
+   * n_last_blocks of `depth` blocks, then with avgpool the mean patch token; n_last_blocks 1 and
+   * avgpool 0 (the last block's CLS token, as files without the attributes) write no attributes.
+   * Read back (0 for depth when not recorded). */
+  int n_last_blocks, avgpool, depth;
 };
 
 /* Write f to path atomically (temporary name, fsync, rename).  Not collective: one rank writes.

@@ -29,7 +29,7 @@ void features_resize_shape(int H, int W, int size, int *oh, int *ow) {
 /* PyTorch's linear taps for double tensors (align_corners=False, output size given): scale =
  * in/out, src = max(0, scale (o + 0.5) - 0.5), i0 = (int)src, i1 = i0 + (i0 < in - 1),
  * weights (1 - l, l) with l = src - i0. */
-static void linear_taps(int in, int out, int *idx, double *w) {
+void features_bilinear_taps(int in, int out, int *idx, double *w) {
   const double scale = (double)in / out;
   for (int o = 0; o < out; o++) {
     double src = scale * (o + 0.5) - 0.5;
@@ -69,8 +69,8 @@ void features_prep_setup(struct features_prep *p, int C_all, int H, int W, int d
   p->iw = xmalloc(MUL_SIZE((size_t)p->ow, 2 * sizeof(int)));
   p->wh = xmalloc(MUL_SIZE((size_t)p->oh, 2 * sizeof(double)));
   p->ww = xmalloc(MUL_SIZE((size_t)p->ow, 2 * sizeof(double)));
-  linear_taps(H, p->oh, p->ih, p->wh);
-  linear_taps(W, p->ow, p->iw, p->ww);
+  features_bilinear_taps(H, p->oh, p->ih, p->wh);
+  features_bilinear_taps(W, p->ow, p->iw, p->ww);
 }
 
 void features_prep_init(struct features_prep *p, const struct config *cfg, const struct dataset *ds,
@@ -98,57 +98,78 @@ static double raw_at(const struct features_prep *p, const void *raw, size_t i) {
   return p->dtype == DATASET_U16 ? (double)((const uint16_t *)raw)[i] : (double)((const float *)raw)[i];
 }
 
-int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work) {
-  const size_t hw = (size_t)p->H * p->W, ohw = (size_t)p->oh * p->ow;
-  double mn[FEATURES_MAX_CHANNELS], mx[FEATURES_MAX_CHANNELS];
+int features_prep_minmax(const struct features_prep *p, const void *raw, double *lo, double *range) {
+  const size_t hw = (size_t)p->H * p->W;
+  double mx[FEATURES_MAX_CHANNELS];
   for (int s = 0; s < p->nsel; s++) {
     const size_t off = (size_t)p->sel[s] * hw;
-    double lo = raw_at(p, raw, off), hi = lo;
+    double a = raw_at(p, raw, off), b = a;
     for (size_t i = 0; i < hw; i++) {
       const double v = raw_at(p, raw, off + i);
-      if (!isfinite(v)) {
-        memset(dst, 0, (size_t)p->nsel * ohw * sizeof *dst);
-        return FEATURES_PREP_NONFINITE;
-      }
-      lo = v < lo ? v : lo;
-      hi = v > hi ? v : hi;
+      if (!isfinite(v)) return FEATURES_PREP_NONFINITE;
+      a = v < a ? v : a;
+      b = v > b ? v : b;
     }
-    mn[s] = lo;
-    mx[s] = hi;
+    lo[s] = a;
+    mx[s] = b;
   }
   /* normalize_numpy_0_to_1: when a channel is flat, channels with max 0 get max 1 (an all-zero
    * channel stays 0).  A flat non-zero channel would be 0/0: it becomes 0 as well. */
-  int flat = 0, result = FEATURES_PREP_OK;
-  for (int s = 0; s < p->nsel; s++) flat |= (mx[s] - mn[s] == 0.0);
+  int flat = 0;
+  for (int s = 0; s < p->nsel; s++) flat |= (mx[s] - lo[s] == 0.0);
   if (flat)
     for (int s = 0; s < p->nsel; s++)
       if (mx[s] == 0.0) mx[s] = 1.0;
+  int result = FEATURES_PREP_OK;
+  for (int s = 0; s < p->nsel; s++) {
+    range[s] = mx[s] - lo[s];
+    if (range[s] == 0.0) result = FEATURES_PREP_FLAT;
+  }
+  return result;
+}
+
+void features_prep_scaled(const struct features_prep *p, const void *raw, int s, double lo, double range,
+                          double *dst) {
+  const size_t hw = (size_t)p->H * p->W, off = (size_t)p->sel[s] * hw;
+  if (range == 0.0)
+    memset(dst, 0, hw * sizeof *dst);
+  else
+    for (size_t i = 0; i < hw; i++) dst[i] = (raw_at(p, raw, off + i) - lo) / range;
+}
+
+/* Bilinear, as PyTorch's CPU kernel sums it: along the width within each of the two source rows,
+ * then the two rows weighted by the height taps. */
+void features_bilinear(const double *src, int W, int top, int left, const int *ih, const double *wh, int oh,
+                       const int *iw, const double *ww, int ow, double *out) {
+  const double *base = src + (size_t)top * W + left;
+  for (int y = 0; y < oh; y++) {
+    const double *r0 = base + (size_t)ih[2 * y] * W, *r1 = base + (size_t)ih[2 * y + 1] * W;
+    const double h0 = wh[2 * y], h1 = wh[2 * y + 1];
+    double *o = out + (size_t)y * ow;
+    for (int x = 0; x < ow; x++) {
+      const int a = iw[2 * x], b = iw[2 * x + 1];
+      const double w0 = ww[2 * x], w1 = ww[2 * x + 1];
+      const double t0 = r0[a] * w0 + r0[b] * w1;
+      const double t1 = r1[a] * w0 + r1[b] * w1;
+      o[x] = t0 * h0 + t1 * h1;
+    }
+  }
+}
+
+int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work) {
+  const size_t hw = (size_t)p->H * p->W, ohw = (size_t)p->oh * p->ow;
+  double lo[FEATURES_MAX_CHANNELS], range[FEATURES_MAX_CHANNELS];
+  const int result = features_prep_minmax(p, raw, lo, range);
+  if (result == FEATURES_PREP_NONFINITE) {
+    memset(dst, 0, (size_t)p->nsel * ohw * sizeof *dst);
+    return result;
+  }
   double *scaled = work, *out = work + hw;
   for (int s = 0; s < p->nsel; s++) {
-    const size_t off = (size_t)p->sel[s] * hw;
-    const double lo = mn[s], range = mx[s] - mn[s];
-    if (range == 0.0) {
-      memset(scaled, 0, hw * sizeof *scaled);
-      result = FEATURES_PREP_FLAT;
-    } else {
-      for (size_t i = 0; i < hw; i++) scaled[i] = (raw_at(p, raw, off + i) - lo) / range;
-    }
-    /* Bilinear, as PyTorch's CPU kernel sums it: along the width within each of the two source
-     * rows, then the two rows weighted by the height taps. */
+    features_prep_scaled(p, raw, s, lo[s], range[s], scaled);
     const double *src = scaled;
     if (p->oh != p->H || p->ow != p->W) {
-      for (int y = 0; y < p->oh; y++) {
-        const double *r0 = scaled + (size_t)p->ih[2 * y] * p->W, *r1 = scaled + (size_t)p->ih[2 * y + 1] * p->W;
-        const double h0 = p->wh[2 * y], h1 = p->wh[2 * y + 1];
-        double *o = out + (size_t)y * p->ow;
-        for (int x = 0; x < p->ow; x++) {
-          const int a = p->iw[2 * x], b = p->iw[2 * x + 1];
-          const double w0 = p->ww[2 * x], w1 = p->ww[2 * x + 1];
-          const double t0 = r0[a] * w0 + r0[b] * w1;
-          const double t1 = r1[a] * w0 + r1[b] * w1;
-          o[x] = t0 * h0 + t1 * h1;
-        }
-      }
+      features_bilinear(scaled, p->W, 0, 0, p->ih, p->wh, p->oh, p->iw, p->ww, p->ow, out);
       src = out;
     }
     float *d = dst + (size_t)s * ohw;

@@ -156,7 +156,10 @@ static void file_meta(const struct config *cfg, struct dataset *ds, const struct
                       int64_t epoch, struct features *f, unsigned char *keep) {
   SCD_ASSERT(status); /* rank 0 has it */
   memset(f, 0, sizeof *f);
-  f->d = net->vit.d.dim;
+  f->d = features_net_width(net);
+  f->n_last_blocks = net->n_last_blocks;
+  f->avgpool = net->avgpool;
+  f->depth = net->vit.d.depth;
   f->nclasses = dataset_nclasses(ds);
   f->labels = xmalloc(MUL_SIZE((size_t)n, sizeof *f->labels));
   f->index = xmalloc(MUL_SIZE((size_t)n, sizeof *f->index));
@@ -221,12 +224,19 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   struct ckpt_embed emb;
   checkpoint_embed_from_config(cfg, &emb);
   features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
+  features_net_layout(&net, (int)cfg->features.n_last_blocks, cfg->features.avgpool_patchtokens, 1,
+                      "features.n_last_blocks");
+  const int width = features_net_width(&net);
 
   int64_t n;
   int64_t *idx = subset_rows(cfg, ds, &n);
   log_info("features: %s network of %s (epoch %" PRId64 "), %s subset: %" PRId64 " of %" PRId64
            " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
            dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
+  if (net.n_last_blocks > 1 || net.avgpool)
+    log_info("features: rows of %d values: the CLS tokens of blocks %d to %d%s (embed_dim %d each)", width,
+             d.depth - net.n_last_blocks, d.depth - 1, net.avgpool ? " and the mean patch token of the last" : "",
+             d.dim);
   const int root = comm_rank() == 0;
   int8_t *status = root ? xmalloc((size_t)n) : NULL;
   /* Written while computed: no rank holds more than a few batches of rows (features.h). */
@@ -240,7 +250,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
     fs_mkdir_p(cfg->control.run_dir);
   }
   if (cfg->features.anndata) anndata_check_features(path); /* before the work, not after */
-  struct features_stream *stream = features_stream_open(path, n, d.dim, (int)cfg->features.batch_size);
+  struct features_stream *stream = features_stream_open(path, n, width, (int)cfg->features.batch_size);
   const double t1 = wtime();
   features_compute(&net, &prep, ds, idx, n, (int)cfg->features.batch_size, 0, stream, status, "features");
   const double tc = wtime() - t1;
@@ -253,7 +263,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   }
   features_stream_close(stream, root ? &meta : NULL, keep);
   if (root) {
-    log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", meta.n, d.dim, path,
+    log_info("features: %" PRId64 " x %d written to %s (%.1f s, %.1f images/s on %d rank%s)", meta.n, width, path,
              wtime() - t0, tc > 0 ? n / tc : 0.0, comm_size(), comm_size() > 1 ? "s" : "");
     if (cfg->features.anndata) anndata_write_features(cfg, ds, &net, &prep, path, &meta);
     file_meta_free(&meta);
@@ -314,11 +324,13 @@ float *features_random_init(const struct config *cfg, const struct features *f, 
   const struct ops *ops = backend_select(cfg);
   struct features_net net;
   features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
+  /* the rows of the features it is compared with: the same blocks */
+  features_net_layout(&net, f->n_last_blocks, f->avgpool, 1, "the features file's n_last_blocks");
   log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",
            f->checkpoint, d.dim, d.depth, d.patch, net.source, f->n);
   float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL, NULL,
                               "random-init features");
-  *dim = d.dim;
+  *dim = features_net_width(&net);
   features_net_free(&net);
   features_prep_free(&prep);
   dataset_close(ds);

@@ -28,6 +28,7 @@ enum rng_domain {
   RNG_DOMAIN_INIT = 4,     /* id0 = tensor number, id1 = 0 */
   RNG_DOMAIN_KNN = 5,      /* evaluation-time sampling */
   RNG_DOMAIN_ATTENTION = 6, /* choice of images for attention maps */
+  RNG_DOMAIN_LINEAR = 7,   /* the linear probe: id0 = 0 initial weights; id0 = 1 + epoch, id1 = sample: crops */
   RNG_DOMAIN_TEST = 100    /* unit tests */
 };
 

@@ -370,7 +370,7 @@ static void unknown_key(struct cfg_state *st, const struct deck_entry *e) {
     deck_error(st->deck, e->line, e->col, "unknown key");
     return;
   }
-  const struct cfg_key *alias = config_alias(e->key);
+  const struct cfg_key *alias = config_alias(e->key, g);
   char sugg[256];
   if (alias) {
     if (strcmp(alias->group, g) == 0)

@@ -56,7 +56,7 @@ int config_edit_distance(const char *a, const char *b);
 int config_suggest(const char *word, const char *const *cands, int ncand, const char *quote, char *out,
                    size_t n, int *first);
 /* Upstream names of keys (scDINO/DINO option names: the table's scdino fields) -> the key here; NULL if
- * none. */
-const struct cfg_key *config_alias(const char *name);
+ * none.  A key of `group` (NULL: any) comes first where several have the name. */
+const struct cfg_key *config_alias(const char *name, const char *group);
 
 #endif

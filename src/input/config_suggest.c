@@ -124,18 +124,22 @@ static int is_key_name(const char *word, size_t len) {
 
 /* Upstream option names (scDINO yaml and DINO argparse) are the keys' scdino fields in the table:
  * the last word of each ("train_scDINO.batch_size_per_gpu", "main_dino.py --out_dim") names the
- * key, unless it is a key's own name (then the deck's own messages say where that key is). */
-const struct cfg_key *config_alias(const char *name) {
+ * key, unless it is a key's own name (then the deck's own messages say where that key is).  Where
+ * keys of several groups have the name, the one of `group` (NULL: none) is preferred. */
+const struct cfg_key *config_alias(const char *name, const char *group) {
   const size_t len = strlen(name);
   if (is_key_name(name, len)) return NULL;
+  const struct cfg_key *found = NULL;
   for (int i = 0; i < cfg_nkeys; i++) {
     const char *up;
     size_t n;
     for (int j = 0; config_scdino_name(&cfg_keys[i], j, &up, &n); j++) {
       const char *w = up + n; /* the last word */
       while (w > up && (isalnum((unsigned char)w[-1]) || w[-1] == '_')) w--;
-      if ((size_t)(up + n - w) == len && strncasecmp(w, name, len) == 0) return &cfg_keys[i];
+      if ((size_t)(up + n - w) != len || strncasecmp(w, name, len) != 0) continue;
+      if (!group || strcmp(cfg_keys[i].group, group) == 0) return &cfg_keys[i];
+      if (!found) found = &cfg_keys[i];
     }
   }
-  return NULL;
+  return found;
 }

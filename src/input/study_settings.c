@@ -51,7 +51,7 @@ static const struct cfg_key *setting_key(const char *name, char *why, size_t n) 
              study_setting_refused(refused));
     return NULL;
   }
-  const struct cfg_key *alias = config_alias(name);
+  const struct cfg_key *alias = config_alias(name, NULL);
   if (alias && !study_setting_refused(alias)) {
     snprintf(why, n, "unknown key '%s'; did you mean '%s'?", name, alias->name);
     return NULL;

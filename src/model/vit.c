@@ -294,7 +294,14 @@ static void block_forward(const struct vit *v, const struct ops *ops, const floa
 void vit_forward(const struct vit *v, const struct ops *ops, const float *params,
                  struct vit_pass *p, struct vit_scratch *s, int B, const float *img,
                  void *cls_out, float *last_attn) {
+  vit_forward_layers(v, ops, params, p, s, B, img, 1, cls_out, NULL, last_attn);
+}
+
+void vit_forward_layers(const struct vit *v, const struct ops *ops, const float *params,
+                        struct vit_pass *p, struct vit_scratch *s, int B, const float *img, int nlast,
+                        void *cls_out, void *tokens_out, float *last_attn) {
   const struct vit_dims *d = &v->d;
+  SCD_ASSERT(nlast >= 1 && nlast <= d->depth && (nlast == 1 || !p->train) && (!tokens_out || !p->train));
   const int D = d->dim, N = p->N, Np = p->Np, N0 = d->pos_grid * d->pos_grid;
   SCD_ASSERT(B >= 1 && B <= p->Bmax && (size_t)B * N <= s->Tmax);
   ops->patchify(p->cols, img, B, d->in_chans, p->H, p->W, d->patch);
@@ -307,12 +314,21 @@ void vit_forward(const struct vit *v, const struct ops *ops, const float *params
   }
   ops->tokens_fwd(p->x0, p->patches, params + v->cls, pos, B, Np, D);
   const void *x = p->x0;
+  const size_t part = (size_t)B * D * ops->act_size; /* bytes of one block's CLS rows */
   for (int i = 0; i < d->depth; i++) {
     block_forward(v, ops, params, p, s, B, i, x, i == d->depth - 1 ? last_attn : NULL);
     x = p->train ? p->blk[i].xout : p->x0;
+    /* get_intermediate_layers: an earlier block's output through the final norm, CLS rows only
+     * (LayerNorm is per row); inference updates the stream in place, so it is taken now. */
+    const int k = i - (d->depth - nlast);
+    if (k >= 0 && i < d->depth - 1)
+      ops->layernorm_fwd((char *)cls_out + (size_t)k * part, NULL, NULL, x, N * D, params + v->norm_w,
+                         params + v->norm_b, B, D, VIT_LN_EPS);
   }
-  ops->layernorm_fwd(cls_out, p->norm_mean, p->norm_rstd, x, N * D, params + v->norm_w,
-                     params + v->norm_b, B, D, VIT_LN_EPS);
+  ops->layernorm_fwd((char *)cls_out + (size_t)(nlast - 1) * part, p->norm_mean, p->norm_rstd, x, N * D,
+                     params + v->norm_w, params + v->norm_b, B, D, VIT_LN_EPS);
+  if (tokens_out)
+    ops->layernorm_fwd(tokens_out, NULL, NULL, x, D, params + v->norm_w, params + v->norm_b, B * N, D, VIT_LN_EPS);
 }
 
 void vit_backward_begin(const struct vit *v, const struct ops *ops, const float *params,

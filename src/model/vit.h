@@ -120,6 +120,15 @@ void vit_forward(const struct vit *v, const struct ops *ops, const float *params
                  struct vit_pass *p, struct vit_scratch *s, int B, const float *img,
                  void *cls_out, float *last_attn);
 
+/* vit_forward with the outputs of upstream's get_intermediate_layers(x, nlast): cls_out
+ * [nlast, B, D] gets the CLS tokens of the last nlast blocks, each block's output through the
+ * final norm, the earliest block first (slot nlast-1 is vit_forward's cls_out, bit for bit);
+ * tokens_out (NULL: skip) [B*N, D] every token of the last block through the final norm.  nlast > 1
+ * and tokens_out are for inference passes; 1 <= nlast <= depth. */
+void vit_forward_layers(const struct vit *v, const struct ops *ops, const float *params,
+                        struct vit_pass *p, struct vit_scratch *s, int B, const float *img, int nlast,
+                        void *cls_out, void *tokens_out, float *last_attn);
+
 /* Backward of a training pass: begin with the gradient of the CLS outputs dcls [B, D]; then call
  * vit_backward_block for i = depth-1 down to 0, in that order (block i reads the branch gradient
  * block i+1 left in the pass); then vit_backward_end.  Parameter gradients accumulate into grads. */

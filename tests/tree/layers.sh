@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/tree/layers.sh - the tree's folders are its layers (doc/architecture.md): a file of src/ or
 # cuda/ includes only headers of its own layer or of lower ones (core < input < data < model <
-# cpu, cuda < backend < train < analysis < workflow < the program in src/), and never the other backend's;
+# cpu, cuda < backend < train < analysis < linear < workflow < the program in src/), and never the other backend's;
 # no include climbs a directory ("../"); no source folder holds more than 30 files; no C, CUDA or
 # shell source file is over 800 lines; no C function of src/ is over 150 lines.
 . "$top_srcdir/tests/lib.sh"
@@ -12,7 +12,7 @@ rank() {
   case $1 in
     src/core) echo 0 ;; src/input) echo 1 ;; src/data) echo 2 ;; src/model) echo 3 ;;
     src/cpu | cuda) echo 4 ;; src/backend) echo 5 ;; src/train) echo 6 ;; src/analysis) echo 7 ;;
-    src/workflow) echo 8 ;; src) echo 9 ;; *) echo 10 ;;
+    src/linear) echo 8 ;; src/workflow) echo 9 ;; src) echo 10 ;; *) echo 11 ;;
   esac
 }
 # the folder of an include written from the root: "data/shards.h" is src/data, "cuda/x.h" is cuda

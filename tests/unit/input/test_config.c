@@ -179,8 +179,8 @@ static void test_error_classes(void) {
   EXPECT_ERR(CTRL "&crops batch_size_per_gpu = 4 /", 1, "did you mean 'batch_size_per_rank' in &training?");
   EXPECT_ERR(CTRL "&model sead = 1 /", 1, "did you mean 'seed' in &control?");
   EXPECT_ERR(CTRL "&model zzzz = 1 /", 1, "unknown key 'zzzz' in &model (scdino --help-input lists the keys)");
-  EXPECT_ERR(CTRL "&model lr = 1 /", 1, "key 'lr' belongs to &training, not &model");
-  EXPECT_ERR(CTRL "&training seed = 1 /", 1, "key 'seed' belongs to &control or &knn, not &training");
+  EXPECT_ERR(CTRL "&model lr = 1 /", 1, "key 'lr' belongs to &training or &linear, not &model");
+  EXPECT_ERR(CTRL "&training seed = 1 /", 1, "key 'seed' belongs to &control or &knn or &linear, not &training");
   EXPECT_ERR(CTRL "&trainig epochs = 1 /", 1, "t.nml:2:1: unknown group &trainig; did you mean &training?");
   EXPECT_ERR(CTRL "&zzz /", 1, "unknown group &zzz; the groups are &control, &data, &model");
   EXPECT_ERR(CTRL "&training epochs = 'ten' /", 1,
@@ -345,17 +345,21 @@ static void test_suggest(void) {
       {"pretrained_weights", "features", "checkpoint"},
   };
   for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
-    const struct cfg_key *k = config_alias(old[i][0]);
+    const struct cfg_key *k = config_alias(old[i][0], NULL);
     T_CHECK(k && !strcmp(k->group, old[i][1]) && !strcmp(k->name, old[i][2]), "alias %s -> %s.%s", old[i][0],
             k ? k->group : "-", k ? k->name : "-");
   }
-  T_CHECK(config_alias("BATCH_SIZE_PER_GPU") == config_key("training", "batch_size_per_rank"), "case-insensitive");
+  T_CHECK(config_alias("BATCH_SIZE_PER_GPU", NULL) == config_key("training", "batch_size_per_rank"), "case-insensitive");
+  /* a name of several groups' keys: the deck's group first */
+  T_CHECK(config_alias("batch_size_per_gpu", "linear") == config_key("linear", "batch_size"), "eval_linear's name");
   /* An upstream name that is a key's own name is not an alias (the deck says where that key is). */
   const char *own[] = {"lr", "seed", "epochs", "threshold", "out_dim", "temperature", "gelu", "meta", "global"};
-  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) T_CHECK(config_alias(own[i]) == NULL, "not an alias: %s", own[i]);
-  EXPECT_ERR(CTRL "&model seed = 1 /", 1, "key 'seed' belongs to &control or &knn, not &model");
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) T_CHECK(config_alias(own[i], NULL) == NULL, "not an alias: %s", own[i]);
+  EXPECT_ERR(CTRL "&model seed = 1 /", 1, "key 'seed' belongs to &control or &knn or &linear, not &model");
   EXPECT_ERR(CTRL "&model batch_size_per_gpu = 1 /", 1,
              "unknown key 'batch_size_per_gpu' in &model; did you mean 'batch_size_per_rank' in &training?");
+  EXPECT_ERR(CTRL "&linear batch_size_per_gpu = 1 /", 1,
+             "unknown key 'batch_size_per_gpu' in &linear; did you mean 'batch_size'?");
 }
 
 /* Each key's restart policy in the table: the keys a restart refuses to change and those it
