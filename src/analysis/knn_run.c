@@ -204,7 +204,8 @@ int knn_run(const struct config *cfg) {
   {
     struct membudget mb = {0};
     membudget_add(&mb, (double)rs.n_rows * (sizeof(int32_t) + 2 * sizeof(int64_t)),
-                  "the features files' labels and indices", "their %" PRId64 " rows", rs.n_rows);
+                  rs.pair ? "the features files' labels and indices" : "the features file's labels and indices",
+                  rs.pair ? "their %" PRId64 " rows" : "its %" PRId64 " rows", rs.n_rows);
     membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f->d, kmax, rs.nclasses, nk),
                   "reference share, owned test rows, blocks, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
                   ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
