@@ -233,9 +233,10 @@ static int64_t kmax_of(const struct knn_result *r) {
   return kmax;
 }
 
-/* Add the votes of n test rows, given their complete lists [n][kmax] (every entry a reference row). */
+/* Add the votes of n test rows, given their complete lists [n][kmax] (every entry a reference row);
+ * keep (NULL: not wanted) gets each row's Top-1 class per k, [n][nk]. */
 static void vote_rows(struct knn_result *r, const struct knn_nb *lists, int kmax, const int32_t *train_labels,
-                      const int32_t *test_labels, int64_t n) {
+                      const int32_t *test_labels, int64_t n, int64_t *keep) {
   const int nk = r->nk, C = r->nclasses;
   int *ord = xmalloc((size_t)nk * sizeof *ord);
   order_by_k(r, ord);
@@ -278,6 +279,7 @@ static void vote_rows(struct knn_result *r, const struct knn_nb *lists, int kmax
       r->top1_correct[j] += p == truth;
       r->top2_correct[j] += hit2[i * nk + j];
       r->confusion[((size_t)j * (size_t)C + (size_t)truth) * (size_t)C + (size_t)p]++;
+      if (keep) keep[i * nk + j] = p;
     }
   }
   *r->n_test += n;
@@ -303,7 +305,7 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
     const int64_t nb_rows = n_test - b0 < block ? n_test - b0 : block;
     engine_lists(&e, test + (size_t)b0 * (size_t)d, nb_rows, lists, r);
     double t0 = wtime();
-    vote_rows(r, lists, kmax, train_labels, test_labels + b0, nb_rows);
+    vote_rows(r, lists, kmax, train_labels, test_labels + b0, nb_rows, NULL);
     r->seconds_select += wtime() - t0;
     progress_update(&pg, b0 + nb_rows, 0);
   }
@@ -401,6 +403,7 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
   knn_result_init(r, nclasses, k, nk, temperature, train_lab, n_train);
   const int64_t lo = n_train * rank / size, hi = n_train * (rank + 1) / size;
   const int64_t share_max = (n_train + size - 1) / size;
+  if (src->pred) memset(src->pred, 0, MUL_SIZE(MUL_SIZE((size_t)n_test, (size_t)nk), sizeof *src->pred));
   float *ref = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(hi > lo ? hi - lo : 1), (size_t)d), sizeof(float)));
   source_rows(src, train_rows + lo, hi - lo, ref);
   const int kmax = (int)kmax_of(r);
@@ -453,7 +456,8 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
                            comm_mpi()));
     if (rank == owner) {
       for (int64_t i = 0; i < nb_rows; i++) test_lab[i] = labels[test_rows[b0 + i]];
-      vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows);
+      vote_rows(r, lists, kmax, train_lab, test_lab, nb_rows,
+                src->pred ? src->pred + (size_t)b0 * (size_t)nk : NULL);
     }
     r->seconds_select += wtime() - t0;
     progress_update(&pg, b0 + nb_rows, 0);
@@ -466,6 +470,7 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
   engine_close(&e);
   knn_result_allreduce(r);
   knn_result_finish(r);
+  if (src->pred) comm_allreduce_sum_i64(src->pred, (size_t)n_test * (size_t)nk); /* each row's owner set it */
   free(lists);
   free(own);
   free(test);

@@ -31,7 +31,9 @@
  * absent from either side keeps its number (upstream fits two LabelEncoders).  Any number of
  * test rows works (upstream's n_test // 100 chunking failed below 100), k above the reference
  * count is evaluated as k = n_train with a warning in the report (upstream's topk failed), and
- * the report files are replaced atomically (upstream appended to global_kNN.txt). */
+ * the report files are replaced atomically (upstream appended to global_kNN.txt).
+ * Rows with metadata (a CSV file list's columns) also get the Top-1 accuracy per value of each
+ * column (knn_report_groups: e.g. per donor), for every feature set. */
 #ifndef SCDINO_KNN_H
 #define SCDINO_KNN_H
 
@@ -116,6 +118,10 @@ struct knn_source {
   const struct features *meta;
   void (*fill)(void *ctx, const int64_t *rows, int64_t n, float *dst);
   void *ctx;
+  /* Optional output (NULL: not wanted): knn_evaluate_rows writes the Top-1 class of every test row
+   * at every k here, [n_test][nk] in test-row order, on every rank (the per-group accuracies of
+   * knn_report_groups). */
+  int64_t *pred;
 };
 
 /* Collective: evaluate the feature set src (labels [n]) with reference rows train_rows and test
@@ -144,6 +150,21 @@ struct knn_set {
   int dim;         /* feature dimension */
   double seconds;  /* wall time of the evaluation (feature building included) */
   struct knn_result res;
+  int64_t *pred;   /* [n_test][nk] Top-1 class of every test row (knn_source.pred), or NULL */
+};
+
+/* Metadata columns with more distinct values than this among the test rows get no per-group table
+ * (a note says so): a group of a handful of rows has no accuracy worth reading. */
+#define KNN_MAX_GROUPS 64
+
+/* Top-1 accuracy per value of one metadata column (knn_report_groups). */
+struct knn_group_col {
+  char *name;                  /* the column */
+  int64_t nvalues;             /* distinct values among the test rows */
+  int ngroups;                 /* nvalues, or 0 when that exceeds KNN_MAX_GROUPS (no table) */
+  char **values;               /* [ngroups] sorted by bytes */
+  int64_t *test_support;       /* [ngroups] test rows of each value */
+  double *top1[KNN_MAX_SETS];  /* [nk][ngroups] percent, for each feature set with predictions */
 };
 
 struct knn_report {
@@ -160,6 +181,8 @@ struct knn_report {
   int nsets;
   struct knn_set sets[KNN_MAX_SETS]; /* sets[0]: the trained features */
   char notes[2048];         /* free text lines for the report (baselines left out, ...) */
+  int ngroupcols;           /* metadata columns of the rows (knn_report_groups) */
+  struct knn_group_col *groups;
 };
 
 /* The k reported in the per-class tables: want if non-zero (it must be one of the evaluated k;
@@ -169,6 +192,12 @@ int64_t knn_report_pick_k(const struct knn_report *rep, int64_t want);
  * "Run: ...", "{k}-NN Top1: X, Top2: Y" (integers, rounded half to even like Python's round)
  * and "----", and ends with the confusion matrix; full=0 is the stdout table. */
 void knn_report_text(const struct knn_report *rep, FILE *f, int full);
+/* Top-1 accuracy per metadata group (doc/algorithm.md §8.3): for every metadata column of f (its
+ * values read: features_read_metadata) the distinct values among the test rows test_rows[0..n_test)
+ * (row numbers of f, in the order of every set's pred), and for each value and every set with
+ * predictions the share of its test rows whose Top-1 class is their label, at every k.  One rank
+ * calls it, before knn_report_text / knn_report_write. */
+void knn_report_groups(struct knn_report *rep, const struct features *f, const int64_t *test_rows, int64_t n_test);
 /* Write run_dir/knn.txt and run_dir/knn.h5 atomically (one rank calls it). */
 void knn_report_write(const struct knn_report *rep, const char *run_dir);
 /* Before the evaluation, on the rank that will write them: end the job (exit 2) when knn.txt or

@@ -1,10 +1,12 @@
-/* knn_report.c - the kNN report: text tables (stdout, run_dir/knn.txt) and run_dir/knn.h5. */
+/* knn_report.c - the kNN report: text tables (stdout, run_dir/knn.txt) and run_dir/knn.h5, with the
+ * Top-1 accuracy per metadata group. */
 #include "build_config.h"
 
 #include <hdf5.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/knn.h"
@@ -153,15 +155,138 @@ static void text_confusion(const struct knn_report *rep, FILE *f, int64_t k) {
   }
 }
 
+/* ---- per metadata group ---------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Column m of f over the test rows: its distinct values (sorted) into g, and each test row's group
+ * into grp [n_test]; -1 when there are more than KNN_MAX_GROUPS of them. */
+static int group_values(const struct features *f, int m, const int64_t *test_rows, int64_t n_test,
+                        struct knn_group_col *g, int *grp) {
+  char **col = f->meta + (size_t)m * (size_t)f->n;
+  char **sorted = xmalloc(MUL_SIZE((size_t)(n_test ? n_test : 1), sizeof *sorted));
+  for (int64_t i = 0; i < n_test; i++) sorted[i] = col[test_rows[i]];
+  qsort(sorted, (size_t)n_test, sizeof *sorted, cmp_str);
+  int64_t nv = 0;
+  for (int64_t i = 0; i < n_test; i++)
+    if (i == 0 || strcmp(sorted[i], sorted[nv - 1])) sorted[nv++] = sorted[i];
+  g->nvalues = nv;
+  if (nv > KNN_MAX_GROUPS) {
+    free(sorted);
+    return -1;
+  }
+  g->ngroups = (int)nv;
+  g->values = xmalloc(MUL_SIZE((size_t)(nv ? nv : 1), sizeof *g->values));
+  for (int64_t v = 0; v < nv; v++) g->values[v] = xstrdup(sorted[v]);
+  g->test_support = xcalloc((size_t)(nv ? nv : 1), sizeof *g->test_support);
+  for (int64_t i = 0; i < n_test; i++) {
+    const char *v = col[test_rows[i]];
+    char **hit = bsearch(&v, g->values, (size_t)nv, sizeof *g->values, cmp_str);
+    SCD_ASSERT(hit);
+    grp[i] = (int)(hit - g->values);
+    g->test_support[grp[i]]++;
+  }
+  free(sorted);
+  return 0;
+}
+
+void knn_report_groups(struct knn_report *rep, const struct features *f, const int64_t *test_rows, int64_t n_test) {
+  if (f->nmeta == 0) return;
+  SCD_ASSERT(f->meta);
+  const int nk = rep->sets[0].res.nk;
+  rep->ngroupcols = f->nmeta;
+  rep->groups = xcalloc((size_t)f->nmeta, sizeof *rep->groups);
+  int *grp = xmalloc(MUL_SIZE((size_t)(n_test ? n_test : 1), sizeof *grp));
+  for (int m = 0; m < f->nmeta; m++) {
+    struct knn_group_col *g = &rep->groups[m];
+    g->name = xstrdup(f->meta_names[m]);
+    if (group_values(f, m, test_rows, n_test, g, grp) != 0) continue;
+    const size_t G = (size_t)(g->ngroups ? g->ngroups : 1);
+    int64_t *hits = xmalloc(MUL_SIZE((size_t)nk, G) * sizeof *hits);
+    for (int s = 0; s < rep->nsets; s++) {
+      const int64_t *pred = rep->sets[s].pred;
+      if (!pred) continue;
+      memset(hits, 0, (size_t)nk * G * sizeof *hits);
+      for (int64_t i = 0; i < n_test; i++) {
+        const int32_t truth = f->labels[test_rows[i]];
+        for (int j = 0; j < nk; j++) hits[(size_t)j * G + (size_t)grp[i]] += pred[i * nk + j] == truth;
+      }
+      g->top1[s] = xmalloc(MUL_SIZE((size_t)nk, G) * sizeof(double));
+      for (int j = 0; j < nk; j++)
+        for (int v = 0; v < g->ngroups; v++)
+          g->top1[s][(size_t)j * G + (size_t)v] =
+              g->test_support[v] ? 100.0 * (double)hits[(size_t)j * G + (size_t)v] / (double)g->test_support[v] : 0.0;
+    }
+    free(hits);
+  }
+  free(grp);
+}
+
+static void text_groups(const struct knn_report *rep, FILE *f, int64_t k) {
+  const struct knn_result *r0 = &rep->sets[0].res;
+  const int j = k_slot(r0, k);
+  for (int m = 0; m < rep->ngroupcols; m++) {
+    const struct knn_group_col *g = &rep->groups[m];
+    if (g->ngroups == 0) {
+      fprintf(f, "\nMetadata column '%s': %" PRId64 " distinct values among the test rows, more than %d: no "
+              "per-group table\n", g->name, g->nvalues, KNN_MAX_GROUPS);
+      continue;
+    }
+    int w = (int)strlen(g->name);
+    for (int v = 0; v < g->ngroups; v++)
+      if ((int)strlen(g->values[v]) > w) w = (int)strlen(g->values[v]);
+    w = w > 24 ? 24 : w < 5 ? 5 : w;
+    fprintf(f, "\nTop-1 accuracy in %% per value of the metadata column '%s' at k = %" PRId64 ":\n", g->name, k);
+    fprintf(f, "  %-*.*s %8s", w, w, g->name, "test");
+    for (int s = 0; s < rep->nsets; s++)
+      if (g->top1[s]) fprintf(f, "  %12.12s", rep->sets[s].name);
+    fprintf(f, "\n");
+    for (int v = 0; v < g->ngroups; v++) {
+      fprintf(f, "  %-*.*s %8" PRId64, w, w, g->values[v], g->test_support[v]);
+      for (int s = 0; s < rep->nsets; s++)
+        if (g->top1[s]) fprintf(f, "  %12.2f", g->top1[s][(size_t)j * (size_t)g->ngroups + (size_t)v]);
+      fprintf(f, "\n");
+    }
+  }
+}
+
 void knn_report_text(const struct knn_report *rep, FILE *f, int full) {
   if (full) text_upstream(rep, f);
   text_header(rep, f);
   text_summary(rep, f);
   text_per_class(rep, f, rep->table_k);
+  text_groups(rep, f, rep->table_k);
   if (full) text_confusion(rep, f, rep->table_k);
 }
 
 /* ---- knn.h5 ---------------------------------------------------------------------------------- */
+
+/* metadata_groups/<column>: values, test_support, top1_<set> [nk][groups]; a column with too many
+ * values only its attribute distinct_values. */
+static void write_h5_groups(const struct knn_report *rep, hid_t fid) {
+  if (rep->ngroupcols == 0) return;
+  const hsize_t K = (hsize_t)rep->sets[0].res.nk;
+  hid_t top = h5util_group_create(fid, "metadata_groups");
+  for (int m = 0; m < rep->ngroupcols; m++) {
+    const struct knn_group_col *g = &rep->groups[m];
+    hid_t gc = h5util_group_create(top, g->name);
+    h5util_attr_write_i64(gc, "distinct_values", g->nvalues);
+    h5util_attr_write_i64(gc, "max_groups", KNN_MAX_GROUPS);
+    if (g->ngroups > 0) {
+      const hsize_t G = (hsize_t)g->ngroups, kg[2] = {K, G};
+      h5util_dset_write_strs(gc, "values", (const char *const *)g->values, G);
+      h5util_dset_write(gc, "test_support", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &G, g->test_support);
+      for (int s = 0; s < rep->nsets; s++) {
+        if (!g->top1[s]) continue;
+        char name[64];
+        snprintf(name, sizeof name, "top1_%s", rep->sets[s].name);
+        h5util_dset_write(gc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kg, g->top1[s]);
+      }
+    }
+    CHECK_H5(H5Gclose(gc));
+  }
+  CHECK_H5(H5Gclose(top));
+}
 
 static void write_h5(const struct knn_report *rep, const char *path) {
   const struct knn_result *r0 = &rep->sets[0].res;
@@ -207,6 +332,7 @@ static void write_h5(const struct knn_report *rep, const char *path) {
     h5util_dset_write(g, "confusion", H5T_STD_I64LE, H5T_NATIVE_INT64, 3, kcc, r->confusion);
     CHECK_H5(H5Gclose(g));
   }
+  write_h5_groups(rep, fid);
   h5util_image_save(fid, &img, "kNN report", path);
 }
 
@@ -230,6 +356,21 @@ void knn_report_claim(const char *run_dir) {
 }
 
 void knn_report_free(struct knn_report *rep) {
-  for (int s = 0; s < rep->nsets; s++) knn_result_free(&rep->sets[s].res);
+  for (int s = 0; s < rep->nsets; s++) {
+    knn_result_free(&rep->sets[s].res);
+    free(rep->sets[s].pred);
+    rep->sets[s].pred = NULL;
+  }
   rep->nsets = 0;
+  for (int m = 0; m < rep->ngroupcols; m++) {
+    struct knn_group_col *g = &rep->groups[m];
+    for (int v = 0; v < g->ngroups; v++) free(g->values[v]);
+    for (int s = 0; s < KNN_MAX_SETS; s++) free(g->top1[s]);
+    free(g->values);
+    free(g->test_support);
+    free(g->name);
+  }
+  free(rep->groups);
+  rep->groups = NULL;
+  rep->ngroupcols = 0;
 }

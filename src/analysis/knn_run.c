@@ -65,7 +65,13 @@ static void add_set(struct knn_report *rep, const char *name, const char *label,
   snprintf(s->label, sizeof s->label, "%s", label);
   s->dim = d;
   knn_set_progress(label, progress_seconds);
-  knn_evaluate_rows(src, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
+  /* Rows with metadata: every test row's prediction, for the accuracy per group. */
+  struct knn_source with_pred = *src;
+  if (f->nmeta > 0) {
+    s->pred = xmalloc(MUL_SIZE(MUL_SIZE((size_t)(f->n - n_train), (size_t)nk), sizeof *s->pred));
+    with_pred.pred = s->pred;
+  }
+  knn_evaluate_rows(&with_pred, f->labels, f->nclasses, perm, n_train, perm + n_train, f->n - n_train, k, nk,
                     temperature, &s->res);
   s->seconds = wtime() - t0;
   int best = 0;
@@ -166,6 +172,9 @@ int knn_run(const struct config *cfg) {
   double t0 = wtime();
   struct features f;
   features_read_meta(fpath, &f); /* each rank reads the rows it uses (knn_evaluate_rows) */
+  if (f.nclasses == 0)
+    scd_fatal(SCD_EXIT_INPUT, "kNN needs labelled rows, but %s names no classes: its images came from an unlabelled "
+              "shard set (&data labels = 'none', or a file_list without a label column)", fpath);
   log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the %s "
            "backend, reference rows shared over %d rank%s", fpath, f.n, f.d, f.nclasses, f.checkpoint_key, f.epoch,
            ops->name, comm_size(), comm_size() > 1 ? "s" : "");
@@ -194,6 +203,9 @@ int knn_run(const struct config *cfg) {
     membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f.d, kmax, f.nclasses, nk),
                   "reference share, owned test rows, blocks, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
                   ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
+    if (f.nmeta > 0)
+      membudget_add(&mb, 3.0 * (double)n_test * nk * sizeof(int64_t), "every test row's predictions",
+                    "%" PRId64 " test rows, %d k, 3 feature sets (the features have metadata columns)", n_test, nk);
     char how[256];
     const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
     membudget_check(&mb, "knn", limit, how);
@@ -229,6 +241,10 @@ int knn_run(const struct config *cfg) {
   }
 
   if (comm_rank() == 0) {
+    if (f.nmeta > 0) {
+      features_read_metadata(fpath, &f);
+      knn_report_groups(&rep, &f, perm + n_train, n_test);
+    }
     if (log_verbosity() >= 1) {
       log_raw("\n");
       knn_report_text(&rep, stdout, 0);

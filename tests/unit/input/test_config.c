@@ -255,7 +255,23 @@ static void test_cross_checks(void) {
   EXPECT_ERR(CTRL "&data channel_names = 'a', 'b', channels = 0, 2 /", 1,
              "channels(2) = 2, but channel_names names only 2 channels (0 to 1)");
   EXPECT_ERR("&control calculation = 'prepare' /", 1,
-             "t.nml:1:10: calculation = 'prepare' needs tiff_dir in &data (the TIFF tree to convert)");
+             "t.nml:1:10: calculation = 'prepare' needs tiff_dir (the TIFF tree to convert) or file_list (a CSV "
+             "listing the images) in &data");
+  EXPECT_OK("&control calculation = 'prepare' / &data file_list = 'l.csv' /");
+  EXPECT_OK("&control calculation = 'prepare' / &data file_list = 'l.csv', labels = 'column', label_column = 'type' /");
+  EXPECT_OK("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'none' /");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', file_list = 'l.csv' /", 1,
+             "t.nml:1:58: set one of tiff_dir and file_list: both name the images to prepare");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l.csv', labels = 'folders' /", 1,
+             "t.nml:1:63: labels = 'folders' takes the classes from the folders of tiff_dir; with file_list use");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'column' /", 1,
+             "labels = 'column' takes the classes from a column of file_list, which is not set");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'none', folder_depth_for_labels = 0 /",
+             1, "folder_depth_for_labels applies to classes from the folders of tiff_dir, not to labels = 'none'");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l', path_column = 'p', label_column = 'p' /", 1,
+             "label_column and path_column both name 'p'");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l', path_column = '' /", 1,
+             "path_column must name the file_list column of the image paths");
   EXPECT_ERR("&control calculation = 'pipeline' /", 0, "");
   EXPECT_OK("&control calculation = 'prepare' / &data tiff_dir = '/fsx/tiffs' /");
   EXPECT_OK("&control calculation = 'train' /");
