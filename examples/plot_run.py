@@ -55,6 +55,13 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def one_class_if_unlabelled(labels, names):
+    """Rows of an unlabelled shard set (no class names, every label -1) as one class."""
+    if not names and len(labels) and (labels == -1).all():
+        return np.zeros_like(labels), ["unlabelled"]
+    return labels, names
+
+
 def dataset(f, path, name, ndim=None):
     """The dataset `name` of the open file f (read from path): it must exist and, given ndim, have
     that many dimensions."""
@@ -207,6 +214,7 @@ def plot_embedding(run_dir, out_dir, features, method, max_points):
             labels = dataset(f, path, "labels", 1).astype(np.int64)
             names = [text(c) for c in dataset(f, path, "class_names", 1)]
             key, epoch = text(f.attrs.get("checkpoint_key", "")), int(f.attrs.get("epoch", -1))
+        labels, names = one_class_if_unlabelled(labels, names)
         if len(labels) != len(x) or (len(x) and (labels.min() < 0 or labels.max() >= len(names))):
             raise bad_data(path, "%d labels for %d rows, or a label outside the %d classes"
                            % (len(labels), len(x), len(names)))
@@ -315,6 +323,7 @@ def plot_attention(run_dir, out_dir, max_images):
             labels = dataset(f, path, "labels", 1).astype(np.int64)
             names = [text(c) for c in dataset(f, path, "class_names", 1)]
             paths = [text(s) for s in dataset(f, path, "paths", 1)]
+        labels, names = one_class_if_unlabelled(labels, names)
         n = len(labels)
         if len(maps) != n or len(imgs) != n or len(paths) != n or \
                 (n and (labels.min() < 0 or labels.max() >= len(names))):

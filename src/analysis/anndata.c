@@ -309,6 +309,82 @@ static int32_t *row_splits(const struct config *cfg, struct dataset *ds, const s
   return code;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Metadata column m of f as the obs column v: categorical over its sorted distinct values when it
+ * has fewer of them than rows, else strings; what v points into goes to o->cats[m], o->codes[m]. */
+static void metadata_obs(const struct features *f, int m, struct anndata_obs *o, struct anndata_value *v) {
+  const int64_t n = f->n;
+  const char **col = (const char **)f->meta + (size_t)m * (size_t)n;
+  const char **cats = xmalloc(MUL_SIZE((size_t)n, sizeof *cats));
+  memcpy(cats, col, (size_t)n * sizeof *cats);
+  qsort(cats, (size_t)n, sizeof *cats, cmp_str);
+  int64_t nc = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (i == 0 || strcmp(cats[i], cats[nc - 1])) cats[nc++] = cats[i];
+  o->cats[m] = cats;
+  if (nc == n) { /* as many values as rows: strings, as anndata keeps them */
+    *v = (struct anndata_value){.name = o->names[m], .kind = ANNDATA_STRINGS, .count = n, .strs = col};
+    return;
+  }
+  int32_t *codes = o->codes[m] = xmalloc(MUL_SIZE((size_t)n, sizeof *codes));
+  for (int64_t i = 0; i < n; i++) {
+    const char **hit = bsearch(&col[i], cats, (size_t)nc, sizeof *cats, cmp_str);
+    SCD_ASSERT(hit);
+    codes[i] = (int32_t)(hit - cats);
+  }
+  *v = (struct anndata_value){.name = o->names[m], .kind = ANNDATA_CATEGORICAL, .count = n, .codes = codes,
+                              .strs = cats, .ncategories = nc};
+}
+
+void anndata_features_obs(const struct features *f, const int32_t *split, struct anndata_obs *o) {
+  static const char *const split_names[] = {"train", "val"};
+  SCD_ASSERT(f->nmeta == 0 || f->meta);
+  memset(o, 0, sizeof *o);
+  o->cols = xcalloc((size_t)f->nmeta + 3, sizeof *o->cols);
+  o->names = xcalloc((size_t)f->nmeta + 1, sizeof *o->names);
+  o->cats = xcalloc((size_t)f->nmeta + 1, sizeof *o->cats);
+  o->codes = xcalloc((size_t)f->nmeta + 1, sizeof *o->codes);
+  struct anndata_value *c = o->cols;
+  if (f->nclasses > 0) /* an unlabelled set's rows have no class to show */
+    c[o->n++] = (struct anndata_value){.name = "label", .kind = ANNDATA_CATEGORICAL, .count = f->n,
+                                       .codes = f->labels, .strs = (const char *const *)f->class_names,
+                                       .ncategories = f->nclasses};
+  c[o->n++] = (struct anndata_value){.name = "split", .kind = ANNDATA_CATEGORICAL, .count = f->n, .codes = split,
+                                     .strs = split_names, .ncategories = 2};
+  c[o->n++] = (struct anndata_value){.name = "index", .kind = ANNDATA_INT64S, .count = f->n, .i64 = f->index};
+  for (int m = 0; m < f->nmeta; m++) {
+    /* A name taken already (or the index's own) gets "meta_" in front until it is free. */
+    char *name = xstrdup(f->meta_names[m]);
+    for (int taken = 1; taken;) {
+      taken = strcmp(name, "_index") == 0;
+      for (int j = 0; j < o->n && !taken; j++) taken = strcmp(name, c[j].name) == 0;
+      if (taken) {
+        char *longer = xmalloc(strlen(name) + 6);
+        snprintf(longer, strlen(name) + 6, "meta_%s", name);
+        free(name);
+        name = longer;
+      }
+    }
+    o->names[m] = name;
+    o->nmeta = m + 1;
+    metadata_obs(f, m, o, &c[o->n++]);
+  }
+}
+
+void anndata_obs_free(struct anndata_obs *o) {
+  for (int m = 0; m < o->nmeta; m++) {
+    free(o->names[m]);
+    free(o->cats[m]);
+    free(o->codes[m]);
+  }
+  free(o->names);
+  free(o->cats);
+  free(o->codes);
+  free(o->cols);
+  memset(o, 0, sizeof *o);
+}
+
 /* The checkpoint's recorded architecture name ("" when it records none: imported weights). */
 static void checkpoint_arch(const char *checkpoint, char *arch, size_t n) {
   hid_t fid;
@@ -335,15 +411,9 @@ void anndata_write_features(const struct config *cfg, struct dataset *ds, const 
   SCD_ASSERT(dims[0] == (hsize_t)meta->n && dims[1] == (hsize_t)meta->d);
   struct stored_rows src = {features_path, dset, meta->d};
 
-  static const char *const split_names[] = {"train", "val"};
   int32_t *split = row_splits(cfg, ds, meta);
-  const struct anndata_value obs[] = {
-      {.name = "label", .kind = ANNDATA_CATEGORICAL, .count = meta->n, .codes = meta->labels,
-       .strs = (const char *const *)meta->class_names, .ncategories = meta->nclasses},
-      {.name = "split", .kind = ANNDATA_CATEGORICAL, .count = meta->n, .codes = split, .strs = split_names,
-       .ncategories = 2},
-      {.name = "index", .kind = ANNDATA_INT64S, .count = meta->n, .i64 = meta->index},
-  };
+  struct anndata_obs obs;
+  anndata_features_obs(meta, split, &obs);
 
   const char *chn[FEATURES_MAX_CHANNELS];
   int64_t chi[FEATURES_MAX_CHANNELS], in_size[2] = {prep->oh, prep->ow};
@@ -385,7 +455,7 @@ void anndata_write_features(const struct config *cfg, struct dataset *ds, const 
   SCD_ASSERT(nu <= UNS_MAX);
 
   const struct anndata a = {.n = meta->n, .d = meta->d, .obs_names = (const char *const *)meta->paths,
-                            .obs = obs, .nobs = (int)(sizeof obs / sizeof obs[0]), .uns = uns, .nuns = nu,
+                            .obs = obs.cols, .nobs = obs.n, .uns = uns, .nuns = nu,
                             .rows = stored_rows, .arg = &src};
   anndata_write(path, &a);
   log_info("features: AnnData file %s (scanpy: sc.read_h5ad)", path);
@@ -393,5 +463,6 @@ void anndata_write_features(const struct config *cfg, struct dataset *ds, const 
   H5Fclose(fid);
   h5util_unlock();
   free(deck);
+  anndata_obs_free(&obs);
   free(split);
 }

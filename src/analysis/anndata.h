@@ -90,10 +90,26 @@ void anndata_features_path(const char *features_path, char *out, size_t n);
  * looks; every rank ends with the message). */
 void anndata_check_features(const char *features_path);
 /* Rank 0, once features_path is complete: its sibling .h5ad.  X = its rows as stored (read back
- * window by window); obs_names = the paths; obs = label (categorical over the class names, in
- * class order), split (categorical 'train'/'val': the split of the deck each row belongs to) and
- * index (int64, the shard set's sample index); uns = the run's provenance (doc/formats.md).
- * meta is what was written into the features file (features_stream_close). */
+ * window by window); obs_names = the paths; obs = anndata_features_obs's columns; uns = the run's
+ * provenance (doc/formats.md).  meta is what was written into the features file
+ * (features_stream_close). */
+/* The obs columns of the rows of f (its metadata values read): label (categorical over the class
+ * names, in class order; left out when f has no classes, an unlabelled shard set's rows), split
+ * (categorical 'train'/'val' from split [n]: 0 or 1, the split of the deck each row belongs to),
+ * index (int64, the shard set's sample index), then every metadata column of f in its order:
+ * categorical over its sorted distinct values when it has fewer values than rows, else strings (as
+ * anndata itself stores a string column); a metadata column named like an earlier column (or
+ * '_index') is written as "meta_<name>".  o->cols [o->n] point into f, split and o. */
+struct anndata_obs {
+  int n;
+  struct anndata_value *cols;
+  int nmeta;
+  char **names;        /* [nmeta] the metadata columns' obs names */
+  const char ***cats;  /* [nmeta] their categories */
+  int32_t **codes;     /* [nmeta] their codes (NULL: a string column) */
+};
+void anndata_features_obs(const struct features *f, const int32_t *split, struct anndata_obs *o);
+void anndata_obs_free(struct anndata_obs *o);
 void anndata_write_features(const struct config *cfg, struct dataset *ds, const struct features_net *net,
                             const struct features_prep *prep, const char *features_path,
                             const struct features *meta);

@@ -26,12 +26,13 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 /* images_per_class validation images of every class, drawn without replacement by a seeded
- * partial shuffle per class; class-major, ascending within a class. */
+ * partial shuffle per class; class-major, ascending within a class.  An unlabelled set is one
+ * class (label -1). */
 static int64_t *choose_images(const struct config *cfg, const struct dataset *ds, int64_t *n_out) {
   struct split s;
   split_dataset(ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &s);
   qsort(s.val, (size_t)s.n_val, sizeof *s.val, cmp_i64);
-  const int C = dataset_nclasses(ds);
+  const int unlabelled = dataset_nclasses(ds) == 0, C = unlabelled ? 1 : dataset_nclasses(ds);
   const int64_t want = cfg->attention.images_per_class;
   int64_t *out = xmalloc(MUL_SIZE((size_t)s.n_val + 1, sizeof *out));
   int64_t *cand = xmalloc(MUL_SIZE((size_t)s.n_val + 1, sizeof *cand));
@@ -39,11 +40,11 @@ static int64_t *choose_images(const struct config *cfg, const struct dataset *ds
   for (int c = 0; c < C; c++) {
     int64_t m = 0;
     for (int64_t i = 0; i < s.n_val; i++)
-      if (dataset_label(ds, s.val[i]) == c) cand[m++] = s.val[i];
+      if (dataset_label(ds, s.val[i]) == (unlabelled ? -1 : c)) cand[m++] = s.val[i];
     const int64_t k = m < want ? m : want;
     if (k < want)
       log_warn("attention: class '%s' has %" PRId64 " validation image(s), fewer than images_per_class = %" PRId64,
-               dataset_class_name(ds, c), m, want);
+               dataset_class_name(ds, unlabelled ? -1 : c), m, want);
     struct rng r;
     rng_init(&r, (uint64_t)cfg->control.seed, RNG_DOMAIN_ATTENTION, (uint64_t)c, 0);
     for (int64_t i = 0; i < k; i++) {

@@ -18,8 +18,20 @@
 
 /* ---- Writing -------------------------------------------------------------------------------- */
 
+/* 'metadata_columns' and the group 'metadata' with a string dataset [n] per column. */
+static void write_metadata(hid_t fid, const struct features *f) {
+  if (f->nmeta == 0) return;
+  SCD_ASSERT(f->meta && f->meta_names);
+  h5util_dset_write_strs(fid, "metadata_columns", (const char *const *)f->meta_names, (hsize_t)f->nmeta);
+  hid_t g = h5util_group_create(fid, "metadata");
+  for (int m = 0; m < f->nmeta; m++)
+    h5util_dset_write_strs(g, f->meta_names[m], (const char *const *)f->meta + (size_t)m * (size_t)f->n,
+                           (hsize_t)f->n);
+  CHECK_H5(H5Gclose(g));
+}
+
 void features_write_meta(hid_t fid, const struct features *f) {
-  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
+  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses >= 0);
   hsize_t d1[1] = {(hsize_t)f->n};
   h5util_dset_write(fid, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, f->labels);
   h5util_dset_write(fid, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, d1, f->index);
@@ -45,10 +57,11 @@ void features_write_meta(hid_t fid, const struct features *f) {
     h5util_attr_write_i64(fid, "embed_dim", f->d / parts);
     h5util_attr_write(fid, "blocks", H5T_STD_I64LE, H5T_NATIVE_INT64, (hsize_t)f->n_last_blocks, blocks);
   }
+  write_metadata(fid, f);
 }
 
 void features_write(const char *path, const struct features *f) {
-  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses > 0);
+  SCD_ASSERT(f->n > 0 && f->d > 0 && f->nclasses >= 0);
   struct h5util_image img;
   hid_t fid = h5util_image_begin(path, &img);
   hsize_t d2[2] = {(hsize_t)f->n, (hsize_t)f->d};
@@ -64,6 +77,7 @@ void features_write(const char *path, const struct features *f) {
 #define FEATURES_MAX_ROWS ((hsize_t)INT32_MAX)
 #define FEATURES_MAX_DIM 1000000
 #define FEATURES_MAX_CLASSES 10000
+#define FEATURES_MAX_META 256
 
 SCD_NORETURN SCD_PRINTF(2, 3) static void bad(const char *path, const char *fmt, ...) {
   char msg[2048];
@@ -176,6 +190,46 @@ static void read_layout(const char *path, hid_t fid, struct features *f) {
   f->depth = (int)(blocks[nb - 1] + 1);
 }
 
+/* The metadata columns' names, and a string dataset [n] storing its bytes for each (not read). */
+static void check_metadata(const char *path, hid_t fid, struct features *f) {
+  int64_t nm = 0;
+  if (!h5util_optional("features file", path,
+                       h5util_dset_read_strs(fid, "metadata_columns", FEATURES_MAX_META, &f->meta_names, &nm)))
+    return;
+  f->nmeta = (int)nm;
+  for (int m = 0; m < f->nmeta; m++) {
+    const char *name = f->meta_names[m];
+    if (!name[0] || strchr(name, '/') || !strcmp(name, "."))
+      bad(path, "metadata column name '%s' is not a dataset name", name);
+    char ds[300];
+    snprintf(ds, sizeof ds, "metadata/%s", name);
+    hsize_t dims[1];
+    hid_t d;
+    need(path, h5util_dset_open(fid, ds, 1, H5T_STRING, dims, &d));
+    if (dims[0] != (hsize_t)f->n)
+      bad(path, "'%s' has %llu rows but 'features' has %" PRId64, ds, (unsigned long long)dims[0], f->n);
+    need(path, h5util_dset_stored(d, ds, dims[0]));
+    CHECK_H5(H5Dclose(d));
+  }
+}
+
+void features_read_metadata(const char *path, struct features *f) {
+  if (f->nmeta == 0 || f->meta) return;
+  hid_t fid;
+  need(path, h5util_file_open(path, &fid));
+  f->meta = xcalloc(MUL_SIZE((size_t)f->nmeta, (size_t)f->n), sizeof *f->meta);
+  for (int m = 0; m < f->nmeta; m++) {
+    char ds[300], **col = NULL;
+    int64_t nr = 0;
+    snprintf(ds, sizeof ds, "metadata/%s", f->meta_names[m]);
+    need(path, h5util_dset_read_strs(fid, ds, f->n, &col, &nr));
+    if (nr != f->n) bad(path, "'%s' has %lld rows but 'features' has %" PRId64, ds, (long long)nr, f->n);
+    memcpy(f->meta + (size_t)m * (size_t)f->n, col, (size_t)nr * sizeof *col);
+    free(col);
+  }
+  CHECK_H5(H5Fclose(fid));
+}
+
 void features_read_meta(const char *path, struct features *f) {
   memset(f, 0, sizeof *f);
   hid_t xs, fid = open_checked(path, f, &xs);
@@ -210,14 +264,17 @@ void features_read_meta(const char *path, struct features *f) {
 
   int64_t nc = 0;
   need(path, h5util_dset_read_strs(fid, "class_names", FEATURES_MAX_CLASSES, &f->class_names, &nc));
-  f->nclasses = (int)nc;
-  if (nc < 1) bad(path, "'class_names' holds no names");
+  f->nclasses = (int)nc; /* 0: unlabelled rows, every label -1 */
+  check_metadata(path, fid, f);
 
   int64_t *lab64 = xmalloc(MUL_SIZE(n, sizeof(int64_t)));
   need(path, h5util_dset_read(ls, "labels", dl[0], H5T_NATIVE_INT64, lab64));
   f->labels = xmalloc(MUL_SIZE(n, sizeof(int32_t)));
   for (size_t i = 0; i < n; i++) {
-    if (lab64[i] < 0 || lab64[i] >= f->nclasses)
+    if (f->nclasses == 0 && lab64[i] != -1)
+      bad(path, "labels[%zu] = %" PRId64 ", but the file names no classes (unlabelled rows have label -1)", i,
+          lab64[i]);
+    if (f->nclasses > 0 && (lab64[i] < 0 || lab64[i] >= f->nclasses))
       bad(path, "labels[%zu] = %" PRId64 " is outside 0..%d (%d class names)", i, lab64[i], f->nclasses - 1,
           f->nclasses);
     f->labels[i] = (int32_t)lab64[i];
@@ -305,6 +362,7 @@ void features_read(const char *path, struct features *f) {
   features_read_paths(path, f);
   f->x = xmalloc(MUL_SIZE(MUL_SIZE((size_t)f->n, (size_t)f->d), sizeof(float)));
   read_rows(path, f, NULL, f->n, f->x);
+  features_read_metadata(path, f);
 }
 
 void features_free(struct features *f) {
@@ -314,6 +372,11 @@ void features_free(struct features *f) {
     for (int c = 0; c < f->nclasses; c++) free(f->class_names[c]);
   free(f->paths);
   free(f->class_names);
+  if (f->meta)
+    for (size_t i = 0; i < (size_t)f->nmeta * (size_t)f->n; i++) free(f->meta[i]);
+  for (int m = 0; f->meta_names && m < f->nmeta; m++) free(f->meta_names[m]);
+  free(f->meta);
+  free(f->meta_names);
   free(f->x);
   free(f->labels);
   free(f->index);

@@ -2,10 +2,14 @@
  *
  * Layout (doc/formats.md), all readable with h5py / h5dump:
  *   features     float32 [N, D]   L2-normalised CLS rows of the chosen network
- *   labels       int32   [N]      class number, 0 <= label < number of class names
+ *   labels       int32   [N]      class number, 0 <= label < number of class names; -1 when there
+ *                                 are no class names (an unlabelled shard set)
  *   paths        string  [N]      source image path (relative to the TIFF tree)
  *   index        int64   [N]      global sample index in the shard set (unique, >= 0)
- *   class_names  string  [C]
+ *   class_names  string  [C]      (C = 0: unlabelled)
+ *   metadata_columns  string [M]  the shard set's metadata columns (a CSV file list's), in order;
+ *                                 absent when there are none
+ *   metadata/<name>   string [N]  each row's value of column <name>
  *   root attributes: format = "scdino-features", version = 2, checkpoint (string), epoch (int64),
  *   checkpoint_key ("teacher" | "student"); normalization ("checkpoint", "data", "values", "none"),
  *   norm_mean, norm_std (float64 [channels], when normalised): a record of the input; and, when a
@@ -38,6 +42,10 @@ struct features {
   int64_t *index;       /* [n] */
   char **paths;         /* [n] */
   char **class_names;   /* [nclasses] */
+  int nmeta;            /* metadata columns */
+  char **meta_names;    /* [nmeta] */
+  char **meta;          /* [nmeta][n], column-major: meta[m * n + i]; NULL until read (features_read,
+                           features_read_metadata) */
   char checkpoint[1024];    /* the checkpoint the features come from */
   char checkpoint_key[64];  /* "teacher" or "student" */
   int64_t epoch;            /* epoch of that checkpoint */
@@ -66,11 +74,15 @@ void features_write_meta(hid_t fid, const struct features *f);
  * labels outside the class list, a duplicate or negative index, non-finite values, rows that are
  * not unit length - ends the job with SCD_EXIT_DATA and a message naming the file and the item. */
 void features_read(const char *path, struct features *f);
-/* features_read without the rows and the paths (f->x and f->paths NULL): what the kNN needs of
- * every row, whose feature rows each rank then reads in parts (features_read_rows). */
+/* features_read without the rows, the paths and the metadata values (f->x, f->paths and f->meta
+ * NULL; the metadata columns' names are read): what the kNN needs of every row, whose feature rows
+ * each rank then reads in parts (features_read_rows). */
 void features_read_meta(const char *path, struct features *f);
 /* Its 'paths' into f->paths, for f read by features_read_meta (rank 0 of the kNN, for its report). */
 void features_read_paths(const char *path, struct features *f);
+/* The metadata values of every row into f->meta (f: its features_read_meta; rank 0 of the kNN,
+ * for the accuracy per metadata group). */
+void features_read_metadata(const char *path, struct features *f);
 /* Rows rows[0..n) of path's 'features' (f: its features_read_meta) into dst [n][f->d], in the
  * order asked, validated as features_read validates them; the file is read in ascending order in
  * windows of up to 16 MiB, so only the wanted rows and one window are held. */

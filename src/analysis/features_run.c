@@ -164,8 +164,12 @@ static void file_meta(const struct config *cfg, struct dataset *ds, const struct
   f->labels = xmalloc(MUL_SIZE((size_t)n, sizeof *f->labels));
   f->index = xmalloc(MUL_SIZE((size_t)n, sizeof *f->index));
   f->paths = xcalloc((size_t)n, sizeof *f->paths);
-  f->class_names = xcalloc((size_t)f->nclasses, sizeof *f->class_names);
+  f->class_names = xcalloc((size_t)(f->nclasses > 0 ? f->nclasses : 1), sizeof *f->class_names);
   for (int c = 0; c < f->nclasses; c++) f->class_names[c] = (char *)dataset_class_name(ds, c);
+  f->nmeta = dataset_nmeta(ds); /* metadata columns: [nmeta][n] (features_io.h), filled below */
+  f->meta_names = xcalloc((size_t)(f->nmeta > 0 ? f->nmeta : 1), sizeof *f->meta_names);
+  for (int m = 0; m < f->nmeta; m++) f->meta_names[m] = (char *)dataset_meta_name(ds, m);
+  f->meta = xcalloc(MUL_SIZE((size_t)(f->nmeta > 0 ? f->nmeta : 1), (size_t)n), sizeof *f->meta);
   char rel[4096];
   int64_t m = 0, flat = 0, bad = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -180,8 +184,15 @@ static void file_meta(const struct config *cfg, struct dataset *ds, const struct
     f->labels[m] = dataset_label(ds, idx[i]);
     f->index[m] = idx[i];
     f->paths[m] = xstrdup(rel);
+    for (int c = 0; c < f->nmeta; c++) {
+      dataset_meta(ds, idx[i], c, rel, sizeof rel);
+      f->meta[(size_t)c * (size_t)n + (size_t)m] = xstrdup(rel);
+    }
     m++;
   }
+  /* The columns run over the kept rows only: close the gaps left by images left out. */
+  for (int c = 1; c < f->nmeta && m < n; c++)
+    memmove(f->meta + (size_t)c * (size_t)m, f->meta + (size_t)c * (size_t)n, (size_t)m * sizeof *f->meta);
   if (flat)
     log_warn("features: %" PRId64 " image(s) have a constant non-zero channel; it is set to 0 (upstream would "
              "substitute image 0)", flat);
@@ -201,6 +212,9 @@ static void file_meta(const struct config *cfg, struct dataset *ds, const struct
 
 static void file_meta_free(struct features *f) {
   for (int64_t i = 0; i < f->n; i++) free(f->paths[i]);
+  for (size_t i = 0; i < (size_t)f->nmeta * (size_t)f->n; i++) free(f->meta[i]);
+  free(f->meta);
+  free(f->meta_names);
   free(f->paths);
   free(f->class_names);
   free(f->labels);

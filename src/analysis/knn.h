@@ -31,7 +31,10 @@
  * absent from either side keeps its number (upstream fits two LabelEncoders).  Any number of
  * test rows works (upstream's n_test // 100 chunking failed below 100), k above the reference
  * count is evaluated as k = n_train with a warning in the report (upstream's topk failed), and
- * the report files are replaced atomically (upstream appended to global_kNN.txt). */
+ * the report files are replaced atomically (upstream appended to global_kNN.txt).
+ * The query rows are also grouped by the columns knn.group_by selects (their metadata columns, a
+ * CSV file list's, and/or the first folder of their paths): the Top-1 / Top-2 per value of each
+ * column (e.g. per donor), for every feature set at every k (knn_groups.c). */
 #ifndef SCDINO_KNN_H
 #define SCDINO_KNN_H
 
@@ -158,7 +161,8 @@ double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax,
  * (knn.reference, knn.query) whose every query row is voted by every reference row (DINO
  * eval_knn.py: training donors against held-out donors).  The rows of src are the reference file's,
  * then (pair) the query file's; the classes are the reference file's, then those only the query
- * file has (matched by name: a query row of such a class cannot be predicted right). */
+ * file has (matched by name: a query row of such a class cannot be predicted right).  A file without
+ * classes (an unlabelled shard set's) is refused (exit 3): the accuracy needs labels. */
 struct knn_rowset {
   int pair;
   char ref_path[4096], query_path[4096]; /* the same file when not pair */
@@ -176,7 +180,8 @@ void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const cha
 /* Collective.  knn.reference and knn.query: the same feature dimension (else exit 3); a different
  * checkpoint or network is warned of.  Notes for the report are appended to notes (size n). */
 void knn_rowset_pair(struct knn_rowset *rs, const struct config *cfg, char *notes, size_t n);
-/* Rank 0: read the paths of the file(s) (the report's per-row tables). */
+/* Rank 0: read the paths of the file(s) and the metadata values of the query file (the report's
+ * per-row tables and groups). */
 void knn_rowset_paths(struct knn_rowset *rs);
 /* Query row i (0 .. n_test): its features file (meta), and its row there. */
 const struct features *knn_rowset_query(const struct knn_rowset *rs, int64_t i, int64_t *file_row);
@@ -190,6 +195,26 @@ struct knn_set {
   int dim;         /* feature dimension */
   double seconds;  /* wall time of the evaluation (feature building included) */
   struct knn_result res;
+  /* The per-row outcome (rank 0; knn_evaluate_rows): always for sets[0], whose kept neighbours go to
+   * knn.h5's query/; for the others only when the query rows are grouped (pred NULL otherwise). */
+  struct knn_rows rows;
+};
+
+/* Grouping columns with more distinct values than this among the query rows get no per-group table
+ * (a note says so): a group of a handful of rows has no accuracy worth reading. */
+#define KNN_MAX_GROUPS 64
+
+/* The accuracy per value of one grouping column over the query rows (knn_groups.c). */
+struct knn_group_col {
+  char *name;                  /* the metadata column, or "folder" (the first folder of each path) */
+  int meta;                    /* its number among the query file's metadata columns; -1: 'folder' */
+  int64_t nvalues;             /* distinct values among the query rows */
+  int ngroups;                 /* nvalues, or 0 when that exceeds KNN_MAX_GROUPS (no table) */
+  char **values;               /* [ngroups] sorted by bytes */
+  int64_t *test_support;       /* [ngroups] query rows of each value */
+  int32_t *value_of_row;       /* [n_test] each query row's value (numbered as values) */
+  double *top1[KNN_MAX_SETS];  /* [nk][ngroups] percent, for each feature set (sets[s].rows) */
+  double *top2[KNN_MAX_SETS];
 };
 
 struct knn_report {
@@ -208,19 +233,26 @@ struct knn_report {
   char notes[4096];         /* free text lines for the report (baselines left out, ...) */
   /* The rows (rank 0: with the paths): one file split, or reference and query files. */
   const struct knn_rowset *rs;
-  struct knn_rows rows;     /* the per-row outcome of sets[0] (rank 0) */
-  /* Per-group accuracy of sets[0] over the query rows (knn.group_by; ngroups 0: none). */
-  char group_by[CFG_WORDLEN];
-  int ngroups;
-  char **group_names;       /* [ngroups], sorted */
-  int32_t *group;           /* [n_test] group of each query row */
-  int64_t *group_rows;      /* [ngroups] query rows per group */
-  double *group_top1, *group_top2; /* [nk][ngroups] percent */
+  /* The grouping columns of the query rows (knn.group_by; knn_groups_select), their accuracies
+   * filled by knn_report_groups. */
+  int ngroupcols;
+  struct knn_group_col *groups;
 };
 
-/* Rank 0: the groups of the query rows (knn.group_by 'folder': the first folder of each row's path)
- * and each group's Top-1 / Top-2 at every k, from rep->rows; nothing when by is "". */
-void knn_report_groups(struct knn_report *rep, const char *by);
+/* Every rank, before the evaluation: the grouping columns of knn.group_by (words: 'metadata' =
+ * every metadata column of the query file, 'folder' = the first folder of each query row's path,
+ * a metadata column's name, or 'none' alone) into rep->groups, in the order named, each once; a
+ * name that is no metadata column of the query file (and not 'folder') ends the job (exit 2).  A
+ * metadata column named 'folder' is meant by the word 'folder'.  The query file is rs's. */
+void knn_groups_select(struct knn_report *rep, const struct config *cfg, const struct knn_rowset *rs);
+/* Rank 0, after the evaluation: each grouping column's values over the query rows (the metadata
+ * read: features_read_metadata; the paths: knn_rowset_paths) and, for every set with rows, the
+ * Top-1 / Top-2 of each value's query rows at every k.  Before knn_report_text / knn_report_write. */
+void knn_report_groups(struct knn_report *rep);
+/* One table per grouping column at k (knn_report_text), and knn.h5's groups/ (knn_report_write). */
+void knn_groups_text(const struct knn_report *rep, FILE *f, int64_t k);
+void knn_groups_write_h5(const struct knn_report *rep, hid_t fid);
+void knn_groups_free(struct knn_report *rep);
 
 /* The k reported in the per-class tables: want if non-zero (it must be one of the evaluated k;
  * -1 otherwise), else the k with the best Top-1 of sets[0] (the smaller k on a tie). */

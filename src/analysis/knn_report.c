@@ -1,4 +1,5 @@
-/* knn_report.c - the kNN report: text tables (stdout, run_dir/knn.txt) and run_dir/knn.h5. */
+/* knn_report.c - the kNN report: text tables (stdout, run_dir/knn.txt) and run_dir/knn.h5 (the
+ * tables and groups per grouping column: knn_groups.c). */
 #include "build_config.h"
 
 #include <hdf5.h>
@@ -166,49 +167,22 @@ static void text_confusion(const struct knn_report *rep, FILE *f, int64_t k) {
   }
 }
 
-/* Top-1 / Top-2 of each group of query rows (knn.group_by) at every k. */
-static void text_groups(const struct knn_report *rep, FILE *f) {
-  if (rep->ngroups == 0) return;
-  const struct knn_result *r0 = &rep->sets[0].res;
-  const int ng = rep->ngroups;
-  int w = 5;
-  for (int g = 0; g < ng; g++)
-    if ((int)strlen(rep->group_names[g]) > w) w = (int)strlen(rep->group_names[g]);
-  if (w > 24) w = 24;
-  fprintf(f, "\nPer-group accuracy of the %s features in %% (group_by = '%s'), Top-1 / Top-2 per k:\n",
-          rep->sets[0].label, rep->group_by);
-  fprintf(f, "  %-*s %8s", w, "group", "rows");
-  for (int j = 0; j < r0->nk; j++) {
-    char head[32];
-    snprintf(head, sizeof head, "k=%" PRId64, r0->k[j]);
-    fprintf(f, "  %13s", head);
-  }
-  fprintf(f, "\n");
-  for (int g = 0; g < ng; g++) {
-    fprintf(f, "  %-*.*s %8" PRId64, w, w, rep->group_names[g][0] ? rep->group_names[g] : "(none)",
-            rep->group_rows[g]);
-    for (int j = 0; j < r0->nk; j++)
-      fprintf(f, "  %6.2f/%6.2f", rep->group_top1[(size_t)j * ng + g], rep->group_top2[(size_t)j * ng + g]);
-    fprintf(f, "\n");
-  }
-}
-
 void knn_report_text(const struct knn_report *rep, FILE *f, int full) {
   if (full) text_upstream(rep, f);
   text_header(rep, f);
   text_summary(rep, f);
-  text_groups(rep, f);
   text_per_class(rep, f, rep->table_k);
+  knn_groups_text(rep, f, rep->table_k);
   if (full) text_confusion(rep, f, rep->table_k);
 }
 
 /* ---- knn.h5 ---------------------------------------------------------------------------------- */
 
-/* Each query row: where it is, its class, its prediction and Top-2 outcome at every k, its kept
- * neighbours; the reference rows those name; the per-group accuracy. */
+/* Each query row: where it is, its class, its prediction and Top-2 outcome at every k (of the
+ * trained features), its kept neighbours; the reference rows those name. */
 static void write_rows(hid_t fid, const struct knn_report *rep) {
   const struct knn_rowset *rs = rep->rs;
-  const struct knn_rows *rows = &rep->rows;
+  const struct knn_rows *rows = &rep->sets[0].rows;
   if (!rs || !rows->pred) return;
   const int64_t n = rs->n_test;
   const hsize_t N = (hsize_t)n, K = (hsize_t)rows->nk, nk2[2] = {N, K}, nkeep[2] = {N, (hsize_t)rows->keep};
@@ -228,7 +202,6 @@ static void write_rows(hid_t fid, const struct knn_report *rep) {
   h5util_dset_write(g, "label", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &N, label);
   h5util_dset_write(g, "prediction", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, nk2, rows->pred);
   h5util_dset_write(g, "top2", H5T_STD_U8LE, H5T_NATIVE_UCHAR, 2, nk2, rows->hit2);
-  if (rep->ngroups > 0) h5util_dset_write(g, "group", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &N, rep->group);
   free(paths);
   if (rows->keep > 0) {
     /* Positions in the reference order -> rows of the reference file (and their sample indices). */
@@ -254,16 +227,6 @@ static void write_rows(hid_t fid, const struct knn_report *rep) {
   free(row);
   free(index);
   free(label);
-  if (rep->ngroups > 0) {
-    const hsize_t G = (hsize_t)rep->ngroups, kg[2] = {K, G};
-    hid_t gg = h5util_group_create(fid, "groups");
-    h5util_attr_write_str(gg, "by", rep->group_by);
-    h5util_dset_write_strs(gg, "name", (const char *const *)rep->group_names, G);
-    h5util_dset_write(gg, "rows", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &G, rep->group_rows);
-    h5util_dset_write(gg, "top1", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kg, rep->group_top1);
-    h5util_dset_write(gg, "top2", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, kg, rep->group_top2);
-    CHECK_H5(H5Gclose(gg));
-  }
 }
 
 static void write_h5(const struct knn_report *rep, const char *path) {
@@ -320,6 +283,7 @@ static void write_h5(const struct knn_report *rep, const char *path) {
     CHECK_H5(H5Gclose(g));
   }
   write_rows(fid, rep);
+  knn_groups_write_h5(rep, fid);
   h5util_image_save(fid, &img, "kNN report", path);
 }
 
@@ -343,18 +307,10 @@ void knn_report_claim(const char *run_dir) {
 }
 
 void knn_report_free(struct knn_report *rep) {
-  for (int s = 0; s < rep->nsets; s++) knn_result_free(&rep->sets[s].res);
+  for (int s = 0; s < rep->nsets; s++) {
+    knn_result_free(&rep->sets[s].res);
+    knn_rows_free(&rep->sets[s].rows);
+  }
   rep->nsets = 0;
-  knn_rows_free(&rep->rows);
-  for (int g = 0; g < rep->ngroups; g++) free(rep->group_names[g]);
-  free(rep->group_names);
-  free(rep->group);
-  free(rep->group_rows);
-  free(rep->group_top1);
-  free(rep->group_top2);
-  rep->group_names = NULL;
-  rep->group = NULL;
-  rep->group_rows = NULL;
-  rep->group_top1 = rep->group_top2 = NULL;
-  rep->ngroups = 0;
+  knn_groups_free(rep);
 }

@@ -1,7 +1,6 @@
 /* knn_rowset.c - the rows of a kNN run: one features file split into reference and query rows
  * (scDINO's global_kNN.py), or two files, every query row voted by every reference row (DINO's
- * eval_knn.py: training donors against held-out donors), their classes matched by name; and the
- * per-group accuracy of the query rows. */
+ * eval_knn.py: training donors against held-out donors), their classes matched by name. */
 #include "build_config.h"
 
 #include <inttypes.h>
@@ -26,11 +25,19 @@ static void add_note(char *notes, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The accuracy needs labels: a file of an unlabelled shard set is refused. */
+static void need_labels(const char *path, const struct features *f) {
+  if (f->nclasses == 0)
+    scd_fatal(SCD_EXIT_INPUT, "kNN needs labelled rows, but %s names no classes: its images came from an unlabelled "
+              "shard set (&data labels = 'none', or a file_list without a label column)", path);
+}
+
 void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const char *path) {
   memset(rs, 0, sizeof *rs);
   snprintf(rs->ref_path, sizeof rs->ref_path, "%s", path);
   snprintf(rs->query_path, sizeof rs->query_path, "%s", path);
   features_read_meta(path, &rs->ref); /* each rank reads the rows it uses (knn_evaluate_rows) */
+  need_labels(path, &rs->ref);
   const int64_t n = rs->ref.n;
   /* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
   rs->train_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->train_rows));
@@ -89,6 +96,8 @@ void knn_rowset_pair(struct knn_rowset *rs, const struct config *cfg, char *note
   struct features *r = &rs->ref, *q = &rs->query;
   features_read_meta(rs->ref_path, r);
   features_read_meta(rs->query_path, q);
+  need_labels(rs->ref_path, r);
+  need_labels(rs->query_path, q);
   if (r->d != q->d)
     scd_fatal(SCD_EXIT_DATA, "knn.reference %s has features of %d values, knn.query %s of %d: they are not of one "
               "network", rs->ref_path, r->d, rs->query_path, q->d);
@@ -144,6 +153,7 @@ void knn_rowset_pair(struct knn_rowset *rs, const struct config *cfg, char *note
 void knn_rowset_paths(struct knn_rowset *rs) {
   if (!rs->ref.paths) features_read_paths(rs->ref_path, &rs->ref);
   if (rs->pair && !rs->query.paths) features_read_paths(rs->query_path, &rs->query);
+  features_read_metadata(rs->query_path, rs->pair ? &rs->query : &rs->ref);
 }
 
 const struct features *knn_rowset_query(const struct knn_rowset *rs, int64_t i, int64_t *file_row) {
@@ -160,67 +170,4 @@ void knn_rowset_free(struct knn_rowset *rs) {
   free(rs->train_rows);
   free(rs->test_rows);
   memset(rs, 0, sizeof *rs);
-}
-
-/* ---- per-group accuracy ---------------------------------------------------------------------- */
-
-/* The group of a path: its first folder ("" when it has none). */
-static char *first_folder(const char *path) {
-  const char *slash = strchr(path, '/');
-  const size_t n = slash ? (size_t)(slash - path) : 0;
-  char *s = xmalloc(n + 1);
-  memcpy(s, path, n);
-  s[n] = '\0';
-  return s;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-void knn_report_groups(struct knn_report *rep, const char *by) {
-  const struct knn_rowset *rs = rep->rs;
-  const struct knn_rows *rows = &rep->rows;
-  if (!by[0] || !rows->pred) return;
-  snprintf(rep->group_by, sizeof rep->group_by, "%s", by);
-  const int64_t n = rs->n_test;
-  char **key = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *key));
-  for (int64_t i = 0; i < n; i++) {
-    int64_t row;
-    const struct features *f = knn_rowset_query(rs, i, &row);
-    key[i] = first_folder(f->paths[row]); /* group_by 'folder' (config_check refuses others) */
-  }
-  /* The distinct names, sorted; each row's number among them. */
-  char **sorted = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *sorted));
-  memcpy(sorted, key, (size_t)n * sizeof *sorted);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
-  int ng = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (i == 0 || strcmp(sorted[i], sorted[i - 1])) sorted[ng++] = sorted[i];
-  rep->ngroups = ng;
-  rep->group_names = xmalloc(MUL_SIZE((size_t)ng + 1, sizeof *rep->group_names));
-  for (int g = 0; g < ng; g++) rep->group_names[g] = xstrdup(sorted[g]);
-  rep->group = xmalloc(MUL_SIZE((size_t)n + 1, sizeof *rep->group));
-  for (int64_t i = 0; i < n; i++) {
-    char **at = bsearch(&key[i], rep->group_names, (size_t)ng, sizeof *rep->group_names, cmp_str);
-    rep->group[i] = (int32_t)(at - rep->group_names);
-    free(key[i]);
-  }
-  free(key);
-  free(sorted);
-  const int nk = rows->nk;
-  rep->group_rows = xcalloc((size_t)ng + 1, sizeof *rep->group_rows);
-  rep->group_top1 = xcalloc(MUL_SIZE((size_t)nk, (size_t)ng) + 1, sizeof *rep->group_top1);
-  rep->group_top2 = xcalloc(MUL_SIZE((size_t)nk, (size_t)ng) + 1, sizeof *rep->group_top2);
-  for (int64_t i = 0; i < n; i++) {
-    const int g = rep->group[i], truth = rs->labels[rs->test_rows[i]];
-    rep->group_rows[g]++;
-    for (int j = 0; j < nk; j++) {
-      rep->group_top1[(size_t)j * ng + g] += rows->pred[i * nk + j] == truth;
-      rep->group_top2[(size_t)j * ng + g] += rows->hit2[i * nk + j];
-    }
-  }
-  for (int j = 0; j < nk; j++)
-    for (int g = 0; g < ng; g++) {
-      rep->group_top1[(size_t)j * ng + g] *= 100.0 / (double)rep->group_rows[g];
-      rep->group_top2[(size_t)j * ng + g] *= 100.0 / (double)rep->group_rows[g];
-    }
 }

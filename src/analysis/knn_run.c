@@ -54,19 +54,21 @@ static void add_note(struct knn_report *rep, const char *fmt, ...) {
 /* &control progress_seconds, for the sets' progress lines. */
 static double progress_seconds = -1.0;
 
-/* rows (NULL: not wanted): the per-row outcome, kept for the trained features. */
+/* The per-row outcome is kept for the trained features (with its keep nearest neighbours), and
+ * for every set when the query rows are grouped (knn.group_by). */
 static void add_set(struct knn_report *rep, const char *name, const char *label, const struct knn_source *src,
-                    const struct knn_rowset *rs, const int64_t *k, int nk, double temperature, double t0,
-                    struct knn_rows *rows) {
+                    const struct knn_rowset *rs, const int64_t *k, int nk, double temperature, double t0, int keep) {
   const int d = src->d;
   SCD_ASSERT(rep->nsets < KNN_MAX_SETS);
   struct knn_set *s = &rep->sets[rep->nsets++];
   snprintf(s->name, sizeof s->name, "%s", name);
   snprintf(s->label, sizeof s->label, "%s", label);
   s->dim = d;
+  s->rows.keep = keep;
+  const int want_rows = rep->nsets == 1 || rep->ngroupcols > 0;
   knn_set_progress(label, progress_seconds);
   knn_evaluate_rows(src, rs->labels, rs->nclasses, rs->train_rows, rs->n_train, rs->test_rows, rs->n_test, k, nk,
-                    temperature, &s->res, rows);
+                    temperature, &s->res, want_rows ? &s->rows : NULL);
   s->seconds = wtime() - t0;
   int best = 0;
   for (int j = 1; j < nk; j++)
@@ -114,7 +116,7 @@ static void raw_pixel_baseline(const struct config *cfg, struct knn_report *rep,
   else
     snprintf(label, sizeof label, "raw pixels");
   const struct knn_source src = {.d = d, .fill = knn_pixels_rows, .ctx = px};
-  add_set(rep, "raw_pixels", label, &src, rs, k, nk, cfg->knn.temperature, t0, NULL);
+  add_set(rep, "raw_pixels", label, &src, rs, k, nk, cfg->knn.temperature, t0, 0);
   const int64_t invalid = knn_pixels_close(px);
   if (invalid) {
     log_warn("raw-pixel baseline: %" PRId64 " image(s) have a constant non-zero channel and get a zero vector", invalid);
@@ -141,7 +143,7 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   char label[64];
   snprintf(label, sizeof label, "random init (seed %ld)", cfg->control.seed);
   const struct knn_source src = {.d = d, .x = x};
-  add_set(rep, "random_init", label, &src, rs, k, nk, cfg->knn.temperature, t0, NULL);
+  add_set(rep, "random_init", label, &src, rs, k, nk, cfg->knn.temperature, t0, 0);
   free(x);
 }
 
@@ -173,6 +175,7 @@ int knn_run(const struct config *cfg) {
     fs_input_add(fpath, "features file");
     knn_rowset_split(&rs, cfg, fpath);
   }
+  knn_groups_select(&rep, cfg, &rs); /* a column the query file lacks ends the job before any work */
   if (comm_rank() == 0) knn_report_claim(cfg->control.run_dir); /* before anything is computed for it */
   double t0 = wtime();
   const struct features *f = &rs.ref;
@@ -209,8 +212,10 @@ int knn_run(const struct config *cfg) {
     membudget_add(&mb, knn_rows_host_bytes(n_train, n_test, f->d, kmax, rs.nclasses, nk),
                   "reference share, owned test rows, blocks, neighbour lists", "knn block_rows = %ld, the largest k %" PRId64
                   ", %d rank(s)", cfg->knn.block_rows, kmax, comm_size());
-    membudget_add(&mb, 2.0 * (double)n_test * (5.0 * nk + 8.0 * (double)keep), "each query row's outcome (rank 0)",
-                  "knn.keep_neighbours = %" PRId64 ", %d k", keep, nk);
+    const int row_sets = rep.ngroupcols > 0 && cfg->knn.baselines && !rs.pair ? 3 : 1;
+    membudget_add(&mb, 2.0 * (double)n_test * (5.0 * nk * row_sets + 8.0 * (double)keep),
+                  "each query row's outcome (rank 0)", "knn.keep_neighbours = %" PRId64 ", %d k, %d feature set(s)", keep,
+                  nk, row_sets);
     char how[256];
     const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
     membudget_check(&mb, "knn", limit, how);
@@ -229,8 +234,7 @@ int knn_run(const struct config *cfg) {
 
   char label[64];
   snprintf(label, sizeof label, "%s", f->checkpoint_key[0] ? f->checkpoint_key : "trained");
-  rep.rows.keep = (int)keep;
-  add_set(&rep, "trained", label, &rs.src, &rs, k, nk, cfg->knn.temperature, t0, &rep.rows);
+  add_set(&rep, "trained", label, &rs.src, &rs, k, nk, cfg->knn.temperature, t0, (int)keep);
   rep.table_k = knn_report_pick_k(&rep, cfg->knn.table_k);
   for (int j = 0; j < nk; j++)
     if (rep.sets[0].res.k_used[j] != k[j])
@@ -250,7 +254,7 @@ int knn_run(const struct config *cfg) {
 
   if (comm_rank() == 0) {
     knn_rowset_paths(&rs);
-    knn_report_groups(&rep, cfg->knn.group_by);
+    knn_report_groups(&rep);
     if (log_verbosity() >= 1) {
       log_raw("\n");
       knn_report_text(&rep, stdout, 0);

@@ -133,6 +133,30 @@ static int cmp_dir(const void *a, const void *b) {
   return strcmp(((const struct dirfiles *)a)->rel, ((const struct dirfiles *)b)->rel);
 }
 
+/* The TIFF files under root/top, in the walk's order, appended to paths as "top/sub/file.tif"
+ * (top "." gives "sub/file.tif"). */
+static void walk_files(const char *root, const char *top, struct imagefolder *f, struct strvec *paths) {
+  struct walk w = {.root = root, .f = f};
+  walk_dir(&w, top);
+  if (w.n > 1) qsort(w.d, w.n, sizeof *w.d, cmp_dir);
+  const size_t skip = strcmp(top, ".") ? 0 : 2; /* "./" */
+  for (size_t i = 0; i < w.n; i++) {
+    struct strvec *fl = &w.d[i].files;
+    if (fl->n > 1) qsort(fl->v, fl->n, sizeof *fl->v, cmp_str);
+    const char *rel = strlen(w.d[i].rel) >= skip ? w.d[i].rel + skip : "";
+    for (size_t j = 0; j < fl->n; j++) {
+      size_t len = strlen(rel) + strlen(fl->v[j]) + 2;
+      char *p = xmalloc(len);
+      snprintf(p, len, "%s%s%s", rel, rel[0] ? "/" : "", fl->v[j]);
+      sv_push(paths, p);
+      free(fl->v[j]);
+    }
+    free(fl->v);
+    free(w.d[i].rel);
+  }
+  free(w.d);
+}
+
 void imagefolder_scan(const char *root, struct imagefolder *f) {
   memset(f, 0, sizeof *f);
   struct stat st;
@@ -160,24 +184,8 @@ void imagefolder_scan(const char *root, struct imagefolder *f) {
   struct strvec paths = {0};
   size_t lab_cap = 0;
   for (int c = 0; c < f->nclasses; c++) {
-    struct walk w = {.root = root, .f = f};
-    walk_dir(&w, f->classes[c]);
-    if (w.n > 1) qsort(w.d, w.n, sizeof *w.d, cmp_dir);
     int64_t before = (int64_t)paths.n;
-    for (size_t i = 0; i < w.n; i++) {
-      struct strvec *fl = &w.d[i].files;
-      if (fl->n > 1) qsort(fl->v, fl->n, sizeof *fl->v, cmp_str);
-      for (size_t j = 0; j < fl->n; j++) {
-        size_t len = strlen(w.d[i].rel) + strlen(fl->v[j]) + 2;
-        char *p = xmalloc(len);
-        snprintf(p, len, "%s/%s", w.d[i].rel, fl->v[j]);
-        sv_push(&paths, p);
-        free(fl->v[j]);
-      }
-      free(fl->v);
-      free(w.d[i].rel);
-    }
-    free(w.d);
+    walk_files(root, f->classes[c], f, &paths);
     if ((int64_t)paths.n == before)
       scd_fatal(SCD_EXIT_DATA, "class folder %s/%s has no .tif/.tiff files (torchvision's ImageFolder "
                 "refuses empty classes too)", root, f->classes[c]);
@@ -191,12 +199,32 @@ void imagefolder_scan(const char *root, struct imagefolder *f) {
   f->n = (int64_t)paths.n;
 }
 
+void imagefolder_scan_all(const char *root, struct imagefolder *f) {
+  memset(f, 0, sizeof *f);
+  struct stat st;
+  if (stat(root, &st) != 0) scd_fatal(SCD_EXIT_DATA, "tiff_dir '%s': %s", root, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) scd_fatal(SCD_EXIT_DATA, "tiff_dir '%s' is not a directory", root);
+  struct strvec paths = {0};
+  walk_files(root, ".", f, &paths);
+  if (paths.n == 0) scd_fatal(SCD_EXIT_DATA, "tiff_dir '%s' holds no .tif/.tiff files", root);
+  f->n = (int64_t)paths.n;
+  f->paths = paths.v;
+  f->classes = xmalloc(sizeof *f->classes);
+  f->labels = xmalloc(MUL_SIZE(paths.n, sizeof *f->labels));
+  for (size_t i = 0; i < paths.n; i++) f->labels[i] = -1;
+}
+
 void imagefolder_free(struct imagefolder *f) {
   for (int c = 0; c < f->nclasses; c++) free(f->classes[c]);
   for (int64_t i = 0; i < f->n; i++) free(f->paths[i]);
+  if (f->meta)
+    for (size_t i = 0; i < (size_t)f->n * (size_t)f->nmeta; i++) free(f->meta[i]);
+  for (int m = 0; m < f->nmeta; m++) free(f->meta_names[m]);
   free(f->classes);
   free(f->paths);
   free(f->labels);
+  free(f->meta);
+  free(f->meta_names);
   memset(f, 0, sizeof *f);
 }
 
@@ -260,17 +288,25 @@ uint64_t imagefolder_hash(const struct imagefolder *f) {
   for (int c = 0; c < f->nclasses; c++) h = hash_fnv1a(h, f->classes[c], strlen(f->classes[c]) + 1);
   h = hash_fnv1a(h, "\n", 1);
   for (int64_t i = 0; i < f->n; i++) h = hash_fnv1a(h, f->paths[i], strlen(f->paths[i]) + 1);
+  if (!f->from_list) return h; /* a tree's labels follow from its paths; its hash stays what it was */
+  h = hash_fnv1a(h, "list\n", 5);
+  h = hash_fnv1a(h, f->labels, (size_t)f->n * sizeof *f->labels);
+  for (int m = 0; m < f->nmeta; m++) h = hash_fnv1a(h, f->meta_names[m], strlen(f->meta_names[m]) + 1);
+  for (size_t i = 0; i < (size_t)f->n * (size_t)f->nmeta; i++) h = hash_fnv1a(h, f->meta[i], strlen(f->meta[i]) + 1);
   return h;
 }
 
-/* Layout: int64 nclasses, n, n_other; int32 labels[n]; other_example, classes, paths as
- * NUL-terminated strings. */
+/* Layout: int64 nclasses, n, n_other, from_list, nmeta; int32 labels[n]; other_example, classes,
+ * paths, metadata names and values (row-major) as NUL-terminated strings. */
 char *imagefolder_pack(const struct imagefolder *f, size_t *bytes) {
-  size_t sz = 3 * sizeof(int64_t) + (size_t)f->n * sizeof(int32_t) + strlen(f->other_example) + 1;
+  const size_t nm = (size_t)f->n * (size_t)f->nmeta;
+  size_t sz = 5 * sizeof(int64_t) + (size_t)f->n * sizeof(int32_t) + strlen(f->other_example) + 1;
   for (int c = 0; c < f->nclasses; c++) sz += strlen(f->classes[c]) + 1;
   for (int64_t i = 0; i < f->n; i++) sz += strlen(f->paths[i]) + 1;
+  for (int m = 0; m < f->nmeta; m++) sz += strlen(f->meta_names[m]) + 1;
+  for (size_t i = 0; i < nm; i++) sz += strlen(f->meta[i]) + 1;
   char *buf = xmalloc(sz), *p = buf;
-  int64_t hdr[3] = {f->nclasses, f->n, f->n_other};
+  int64_t hdr[5] = {f->nclasses, f->n, f->n_other, f->from_list, f->nmeta};
   memcpy(p, hdr, sizeof hdr);
   p += sizeof hdr;
   memcpy(p, f->labels, (size_t)f->n * sizeof(int32_t));
@@ -278,6 +314,8 @@ char *imagefolder_pack(const struct imagefolder *f, size_t *bytes) {
   p = stpcpy(p, f->other_example) + 1;
   for (int c = 0; c < f->nclasses; c++) p = stpcpy(p, f->classes[c]) + 1;
   for (int64_t i = 0; i < f->n; i++) p = stpcpy(p, f->paths[i]) + 1;
+  for (int m = 0; m < f->nmeta; m++) p = stpcpy(p, f->meta_names[m]) + 1;
+  for (size_t i = 0; i < nm; i++) p = stpcpy(p, f->meta[i]) + 1;
   SCD_ASSERT((size_t)(p - buf) == sz);
   *bytes = sz;
   return buf;
@@ -285,13 +323,15 @@ char *imagefolder_pack(const struct imagefolder *f, size_t *bytes) {
 
 void imagefolder_unpack(const char *buf, size_t bytes, struct imagefolder *f) {
   memset(f, 0, sizeof *f);
-  int64_t hdr[3];
+  int64_t hdr[5];
   SCD_ASSERT(bytes >= sizeof hdr);
   memcpy(hdr, buf, sizeof hdr);
   const char *p = buf + sizeof hdr;
   f->nclasses = (int)hdr[0];
   f->n = hdr[1];
   f->n_other = hdr[2];
+  f->from_list = (int)hdr[3];
+  f->nmeta = (int)hdr[4];
   f->labels = xmalloc(MUL_SIZE((size_t)(f->n > 0 ? f->n : 1), sizeof *f->labels));
   memcpy(f->labels, p, (size_t)f->n * sizeof(int32_t));
   p += (size_t)f->n * sizeof(int32_t);
@@ -301,5 +341,10 @@ void imagefolder_unpack(const char *buf, size_t bytes, struct imagefolder *f) {
   for (int c = 0; c < f->nclasses; c++, p += strlen(p) + 1) f->classes[c] = xstrdup(p);
   f->paths = xmalloc(MUL_SIZE((size_t)(f->n > 0 ? f->n : 1), sizeof *f->paths));
   for (int64_t i = 0; i < f->n; i++, p += strlen(p) + 1) f->paths[i] = xstrdup(p);
+  const size_t nm = (size_t)f->n * (size_t)f->nmeta;
+  f->meta_names = xmalloc(MUL_SIZE((size_t)(f->nmeta > 0 ? f->nmeta : 1), sizeof *f->meta_names));
+  for (int m = 0; m < f->nmeta; m++, p += strlen(p) + 1) f->meta_names[m] = xstrdup(p);
+  f->meta = xmalloc(MUL_SIZE(nm > 0 ? nm : 1, sizeof *f->meta));
+  for (size_t i = 0; i < nm; i++, p += strlen(p) + 1) f->meta[i] = xstrdup(p);
   SCD_ASSERT((size_t)(p - buf) == bytes);
 }

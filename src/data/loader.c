@@ -148,6 +148,9 @@ struct loader *loader_create_ranked(const struct config *cfg, struct dataset *ds
   l->batch_size = batch_size;
   l->sampler = sampler_create(train_idx, n_train, (uint64_t)cfg->control.seed, rank, world, l->batch_size);
   if (!strcmp(cfg->training.sampler, "balanced")) {
+    if (dataset_nclasses(ds) == 0)
+      scd_fatal(SCD_EXIT_INPUT, "&training sampler = 'balanced' draws a class first, but the images of %s have no "
+                "labels; use sampler = 'uniform'", dataset_dir(ds));
     int32_t *lab = xmalloc(MUL_SIZE(sizeof(int32_t), (size_t)n_train));
     for (int64_t i = 0; i < n_train; i++) lab[i] = dataset_label(ds, train_idx[i]);
     sampler_set_balanced(l->sampler, lab, dataset_nclasses(ds));

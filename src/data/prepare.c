@@ -1,4 +1,5 @@
-/* prepare.c - calculation='prepare': TIFF tree -> HDF5 shards, channel statistics and manifest.
+/* prepare.c - calculation='prepare': TIFF tree (or CSV file list) -> HDF5 shards, channel statistics
+ * and manifest.
  *
  * prepare_run is a sequence of phases over one struct prepare_job: scan and check (rank 0), share
  * the list, plan the shards, pick the statistics subset, convert, combine the statistics, install
@@ -35,6 +36,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/runlock.h"
+#include "data/filelist.h"
 #include "data/imagefolder.h"
 #include "data/prepare.h"
 #include "data/shards.h"
@@ -64,7 +66,8 @@ static void default_channel_names(const struct config *cfg, int C, char (*names)
 
 /* 1: a complete shard set of this very input is there (nothing to do); 0: build.  Anything else
  * in the way ends the job rather than being overwritten. */
-static int check_existing(const struct config *cfg, const char *dir, const struct imagefolder *f, uint64_t hash) {
+static int check_existing(const struct config *cfg, const char *dir, const struct imagefolder *f, uint64_t hash,
+                          const char *labels) {
   struct manifest_settings s;
   char why[PATH_MAX + 128], mf[PATH_MAX];
   fs_join(mf, sizeof mf, dir, SHARDS_MANIFEST);
@@ -76,6 +79,8 @@ static int check_existing(const struct config *cfg, const char *dir, const struc
   if (s.file_list_hash != hash || s.source_count != f->n)
     snprintf(diff, sizeof diff, "it was made from another file list (%lld files, now %lld)", (long long)s.source_count,
              (long long)f->n);
+  else if (strcmp(s.label_source, labels) != 0)
+    snprintf(diff, sizeof diff, "its classes came from labels = '%s', now '%s'", s.label_source, labels);
   else if (s.label_depth != cfg->data.folder_depth_for_labels)
     snprintf(diff, sizeof diff, "folder_depth_for_labels was %d, now %ld", s.label_depth,
              cfg->data.folder_depth_for_labels);
@@ -108,7 +113,7 @@ static int check_existing(const struct config *cfg, const char *dir, const struc
     scd_fatal(SCD_EXIT_INPUT, "shard_dir '%s' holds a complete shard set of other input: %s.  Remove it "
               "or choose another &data shard_dir", dir, diff);
   log_info("prepare: %s is complete and matches %s (%lld files, %lld images): nothing to do", dir,
-           cfg->data.tiff_dir, (long long)s.source_count, (long long)s.count);
+           prepare_source(cfg), (long long)s.source_count, (long long)s.count);
   if (s.nskipped > 0)
     log_warn("%lld bad file(s) were left out when these shards were made; see %s/skipped.txt",
              (long long)s.nskipped, dir);
@@ -174,7 +179,9 @@ struct prepare_job {
   int rank, size;
   const char *dir;           /* shard_dir */
   int crop, skip;            /* center_crop; on_bad_image='skip' */
-  char root[PATH_MAX];       /* tiff_dir resolved (rank 0, then shared) */
+  char root[PATH_MAX];       /* tiff_dir (or file_list's folder) resolved (rank 0, then shared) */
+  char list[PATH_MAX];       /* file_list resolved, "" for a tree (rank 0) */
+  char labels[16];           /* where the classes came from: folders, column or none (rank 0) */
   uint64_t hash;             /* of the file list as found (rank 0) */
   struct imagefolder f;      /* the file list (rank 0, then shared) */
   struct prepare_format ref; /* the format every image must have (rank 0, then shared) */
@@ -200,17 +207,58 @@ struct prepare_job {
   char *all;                 /* rank 0: every rank's skipped files, "position\treason\n" lines */
 };
 
-/* Rank 0: the file list of tiff_dir, its hash and labels. */
+int prepare_has_source(const struct config *cfg) { return cfg->data.tiff_dir[0] || cfg->data.file_list[0]; }
+
+const char *prepare_source(const struct config *cfg) {
+  return cfg->data.file_list[0] ? cfg->data.file_list : cfg->data.tiff_dir;
+}
+
+/* Rank 0: the CSV file list (data/filelist.h); any problem in it ends the run naming file:line. */
+static void scan_file_list(struct prepare_job *j) {
+  const struct config *cfg = j->cfg;
+  const struct filelist_opts o = {cfg->data.path_column, cfg->data.label_column, cfg->data.labels};
+  char why[PATH_MAX + 1024];
+  if (filelist_load(cfg->data.file_list, &o, &j->f, j->root, sizeof j->root, why, sizeof why) != 0)
+    scd_fatal(SCD_EXIT_INPUT, "%s", why);
+  if (!realpath(cfg->data.file_list, j->list)) snprintf(j->list, sizeof j->list, "%s", cfg->data.file_list);
+  j->hash = imagefolder_hash(&j->f);
+  snprintf(j->labels, sizeof j->labels, "%s", j->f.nclasses > 0 ? "column" : "none");
+  char cols[512] = "";
+  for (int m = 0, len = 0; m < j->f.nmeta && len < (int)sizeof cols; m++)
+    len += snprintf(cols + len, sizeof cols - (size_t)len, "%s%s", m ? ", " : ": ", j->f.meta_names[m]);
+  char cls[CFG_STRLEN + 64];
+  if (j->f.nclasses > 0)
+    snprintf(cls, sizeof cls, "%d classes from column '%s'", j->f.nclasses, cfg->data.label_column);
+  else
+    snprintf(cls, sizeof cls, "unlabelled");
+  log_info("prepare: %lld files listed in %s, %s; %d metadata column(s)%s", (long long)j->f.n, j->list, cls,
+           j->f.nmeta, cols);
+}
+
+/* Rank 0: the file list of tiff_dir (or file_list), its hash and labels. */
 static void scan_list(struct prepare_job *j) {
   const struct config *cfg = j->cfg;
+  if (cfg->data.file_list[0]) {
+    scan_file_list(j);
+    return;
+  }
   if (!cfg->data.tiff_dir[0])
-    scd_fatal(SCD_EXIT_INPUT, "calculation='prepare' needs &data tiff_dir (the folder with one sub-folder of TIFF files per class)");
+    scd_fatal(SCD_EXIT_INPUT, "calculation='prepare' needs &data tiff_dir (the folder with one sub-folder of TIFF "
+              "files per class) or file_list (a CSV listing the images)");
   if (!realpath(cfg->data.tiff_dir, j->root))
     scd_fatal(SCD_EXIT_DATA, "&data tiff_dir '%s': %s", cfg->data.tiff_dir, strerror(errno));
   log_info("prepare: scanning %s", j->root);
-  imagefolder_scan(j->root, &j->f);
+  const int none = !strcmp(cfg->data.labels, "none");
+  snprintf(j->labels, sizeof j->labels, "%s", none ? "none" : "folders");
+  if (none)
+    imagefolder_scan_all(j->root, &j->f);
+  else
+    imagefolder_scan(j->root, &j->f);
   j->hash = imagefolder_hash(&j->f); /* the file list as found: the classes below do not change it */
-  log_info("prepare: %lld TIFF files in %d classes", (long long)j->f.n, j->f.nclasses);
+  if (none)
+    log_info("prepare: %lld TIFF files, unlabelled (labels = 'none')", (long long)j->f.n);
+  else
+    log_info("prepare: %lld TIFF files in %d classes", (long long)j->f.n, j->f.nclasses);
   const int depth = (int)cfg->data.folder_depth_for_labels;
   if (depth >= 0) {
     char why[PATH_MAX + 128];
@@ -244,7 +292,7 @@ static void check_format(struct prepare_job *j) {
  * input is there (nothing to do); 0: shard_dir is claimed and cleaned, and the format known. */
 static int64_t scan_and_check(struct prepare_job *j) {
   scan_list(j);
-  int64_t status = check_existing(j->cfg, j->dir, &j->f, j->hash);
+  int64_t status = check_existing(j->cfg, j->dir, &j->f, j->hash, j->labels);
   if (status == 0) {
     fs_mkdir_p(j->dir);
     /* Another job building this shard_dir must not have its files cleaned away. */
@@ -321,6 +369,7 @@ static int convert_file(struct prepare_job *j, int64_t p, double *bytes) {
     snprintf(name, sizeof name, "shard-%05lld.h5", (long long)k);
     fs_join(path, sizeof path, j->dir, name);
     job->w = shard_writer_create(path, j->ref.C, j->ref.H, j->ref.W, j->ref.dtype, shard_end - k * j->ips);
+    shard_writer_meta_columns(job->w, j->f.nmeta, (const char *const *)j->f.meta_names);
   }
   char full[PATH_MAX], why[PREPARE_WHY_MAX];
   fs_join(full, sizeof full, j->root, j->f.paths[p]);
@@ -338,6 +387,7 @@ static int convert_file(struct prepare_job *j, int64_t p, double *bytes) {
   } else {
     /* Provisional global index: exact unless an earlier file was skipped (fixed at commit). */
     shard_writer_add(job->w, j->img, j->f.labels[p], k * j->ips + job->n++, j->f.paths[p]);
+    if (j->f.nmeta > 0) shard_writer_add_meta(job->w, (const char *const *)j->f.meta + (size_t)p * (size_t)j->f.nmeta);
     wsleep(j->cfg->debug.step_sleep); /* &debug: a slow conversion, for the signal tests */
     stats_acc_merge(&job->all, &j->one);
     if (j->in_stats[p]) stats_acc_merge(&job->sub, &j->one);
@@ -500,7 +550,9 @@ static void write_skipped(const struct prepare_job *j, int64_t nskip, const int6
   fs_join(path, sizeof path, j->dir, "skipped.txt");
   struct fs_mem txt;
   FILE *out = fs_mem_begin(&txt);
-  for (int64_t i = 0; i < nskip; i++) fprintf(out, "%s/%s\t%s\n", j->root, j->f.paths[skipped[i]], reasons[i]);
+  char full[PATH_MAX];
+  for (int64_t i = 0; i < nskip; i++)
+    fprintf(out, "%s\t%s\n", fs_join(full, sizeof full, j->root, j->f.paths[skipped[i]]), reasons[i]);
   fs_mem_commit(&txt, "list of skipped files", path);
   log_warn("%lld of %lld files skipped as bad images (on_bad_image='skip'), listed in %s", (long long)nskip,
            (long long)j->N, path);
@@ -604,14 +656,14 @@ static void write_manifest(struct prepare_job *j) {
       .channels = C, .height = j->ref.H, .width = j->ref.W, .dtype = j->ref.dtype,
       .count = j->total, .source_count = j->N,
       .nclasses = j->f.nclasses, .class_names = (const char *const *)j->f.classes,
-      .channel_names = cnames,
+      .channel_names = cnames, .nmeta = j->f.nmeta, .meta_names = (const char *const *)j->f.meta_names,
       .nshards = sl.n, .shard_files = (const char *const *)sl.files, .shard_counts = sl.counts,
       .labels = labels, .nskipped = nskip, .skipped_index = skipped,
       .mean = mean, .std = sd, .stats_images = use->images,
       .tiff_dir = j->root, .center_crop = j->crop,
       .stats_fraction = cfg->data.stats_fraction, .stats_seed = cfg->data.stats_seed,
       .source_dtype = tiff_sample_name(j->ref.sample), .file_list_hash = j->hash,
-      .label_depth = (int)cfg->data.folder_depth_for_labels,
+      .label_depth = (int)cfg->data.folder_depth_for_labels, .label_source = j->labels, .file_list = j->list,
       .shard_bytes = sl.bytes, .shard_fnv1a = sl.fnv,
   };
   manifest_write(j->dir, &m);

@@ -1,6 +1,7 @@
-/* prepare.h - calculation='prepare': a TIFF tree in ImageFolder layout into HDF5 shards.
+/* prepare.h - calculation='prepare': a TIFF tree in ImageFolder layout (or a CSV file list) into HDF5
+ * shards.
  *
- * prepare_run walks data.tiff_dir, converts the files into
+ * prepare_run walks data.tiff_dir (or reads data.file_list), converts the files into
  * shard_dir/shard-NNNNN.h5 (images_per_shard files each; ranks convert disjoint runs of shards),
  * computes the per-channel statistics and writes shard_dir/manifest.h5 last (prepare.c).  The
  * helpers below are the per-image steps (prepare_image.c), exposed for prepare.c and the tests. */
@@ -20,6 +21,10 @@ struct stats_acc;
 
 /* calculation = 'prepare' (every rank); returns the exit status. */
 int prepare_run(const struct config *cfg);
+/* The deck names images to prepare (&data tiff_dir or file_list): what train and pipeline check
+ * their shards against; its name for messages ("" when none). */
+int prepare_has_source(const struct config *cfg);
+const char *prepare_source(const struct config *cfg);
 
 /* torchvision CenterCrop offset along one axis: int(round((size - crop) / 2)) with Python's
  * round-half-to-even, or minus the left/top zero padding when crop > size. */

@@ -2,8 +2,9 @@
  * manifest_write).
  *
  * A shard directory holds manifest.h5 and shard-NNNNN.h5 files (doc/formats.md).  Images are
- * numbered by a dense global index 0..n-1 in ImageFolder order (classes sorted, files sorted);
- * shard k holds a contiguous run of that index.  Every rank opens the directory for itself. */
+ * numbered by a dense global index 0..n-1 in ImageFolder order (classes sorted, files sorted), or
+ * in the order of a CSV file list; shard k holds a contiguous run of that index.  Every rank opens
+ * the directory for itself. */
 #ifndef SCDINO_SHARDS_H
 #define SCDINO_SHARDS_H
 
@@ -36,10 +37,19 @@ int dataset_height(const struct dataset *ds);
 int dataset_width(const struct dataset *ds);
 int dataset_dtype(const struct dataset *ds); /* DATASET_U16 or DATASET_F32 */
 size_t dataset_image_bytes(const struct dataset *ds); /* C*H*W*element size */
-int32_t dataset_label(const struct dataset *ds, int64_t i);
+int32_t dataset_label(const struct dataset *ds, int64_t i); /* -1 in an unlabelled set */
 const int32_t *dataset_labels(const struct dataset *ds); /* all n labels */
+/* Classes; 0 for an unlabelled set (&data labels = 'none', or a file list without a label column),
+ * whose every label is -1. */
 int dataset_nclasses(const struct dataset *ds);
+/* Name of class c; c = -1 in an unlabelled set gives DATASET_UNLABELLED. */
 const char *dataset_class_name(const struct dataset *ds, int c);
+#define DATASET_UNLABELLED "unlabelled"
+/* Metadata columns (a file list's columns beside the path and the label; 0 for a TIFF tree), their
+ * names, and image i's value of column m (from its shard, read on first use as its paths). */
+int dataset_nmeta(const struct dataset *ds);
+const char *dataset_meta_name(const struct dataset *ds, int m);
+void dataset_meta(struct dataset *ds, int64_t i, int m, char *buf, size_t n);
 const char *dataset_channel_name(const struct dataset *ds, int c);
 const double *dataset_mean(const struct dataset *ds); /* [C], pixel level after per-image min-max */
 const double *dataset_std(const struct dataset *ds);  /* [C] */
@@ -87,6 +97,10 @@ struct shard_writer *shard_writer_create(const char *path, int channels, int hei
  * 'image_offsets' (uint64 [n], the file offset of each image's chunk) for lock-free reads. */
 void shard_writer_add(struct shard_writer *w, const void *image, int32_t label, int64_t index,
                       const char *path);
+/* Metadata columns (names borrowed until the writer finishes): set before the first image; then
+ * every shard_writer_add is followed by shard_writer_add_meta with the image's nmeta values. */
+void shard_writer_meta_columns(struct shard_writer *w, int nmeta, const char *const *names);
+void shard_writer_add_meta(struct shard_writer *w, const char *const *values);
 int64_t shard_writer_count(const struct shard_writer *w);
 /* Flush, fsync and rename to the final name; frees w. */
 void shard_writer_close(struct shard_writer *w);
@@ -104,9 +118,11 @@ struct manifest_info {
   int channels, height, width, dtype;
   int64_t count;         /* images in the shards */
   int64_t source_count;  /* files found by the ImageFolder walk */
-  int nclasses;
+  int nclasses;                     /* 0: unlabelled (every label -1) */
   const char *const *class_names;   /* [nclasses] */
   const char *const *channel_names; /* [channels] */
+  int nmeta;
+  const char *const *meta_names;    /* [nmeta] metadata columns */
   int nshards;
   const char *const *shard_files;   /* [nshards] file names inside shard_dir */
   const int64_t *shard_counts;      /* [nshards] */
@@ -125,6 +141,8 @@ struct manifest_info {
   const char *source_dtype;         /* TIFF sample type of the first image ("uint8", ...) */
   uint64_t file_list_hash;          /* FNV-1a over the relative paths of all source files */
   int label_depth;                  /* &data folder_depth_for_labels the classes came from (-1: first level) */
+  const char *label_source;         /* where the classes came from: "folders", "column" or "none" */
+  const char *file_list;            /* the CSV file list, absolute ("" for a TIFF tree) */
 };
 
 /* Write shard_dir/manifest.h5 atomically. */
@@ -137,6 +155,7 @@ struct manifest_settings {
   int64_t source_count, count;
   uint64_t file_list_hash;
   int label_depth; /* -1 when the manifest does not say (made before the key existed) */
+  char label_source[16]; /* "folders" when the manifest does not say (made before the key existed) */
   int center_crop;
   double stats_fraction;
   int64_t stats_seed;

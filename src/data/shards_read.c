@@ -28,6 +28,7 @@ struct shard_file {
   size_t sum;             /* bytes of Fletcher-32 after each image's chunk (direct reads): 0 or 4 */
   int chunk_read;         /* one unfiltered chunk per image: H5Dread_chunk */
   char **paths;           /* loaded on first dataset_path() */
+  char **meta;            /* [count][nmeta], loaded on first dataset_meta() */
 };
 
 struct dataset {
@@ -37,6 +38,8 @@ struct dataset {
   int64_t n, source_count;
   int nclasses;
   char **class_names, **channel_names;
+  int nmeta;
+  char **meta_names;
   int nshards;
   struct shard_file *shards;
   int32_t *labels;
@@ -54,6 +57,7 @@ struct dataset {
 #define SHARDS_MAX_CHANNELS 65535
 #define SHARDS_MAX_CLASSES 10000
 #define SHARDS_MAX_SHARDS (1 << 20)
+#define SHARDS_MAX_META 256
 /* The smallest std a channel with variation can have: each image's channel holds a 0 and a 1 after
  * min-max scaling, so its std is at least about 1/sqrt(pixels) (5e-5 at 20,000 x 20,000). */
 #define SHARDS_STD_MIN 1e-6
@@ -113,8 +117,14 @@ static void open_shards(struct dataset *ds, hid_t f) {
   const char *mf = ds->manifest;
   int64_t ncls = 0, nch = 0, nsh = 0;
   h5util_need(NULL, mf, h5util_dset_read_strs(f, "class_names", SHARDS_MAX_CLASSES, &ds->class_names, &ncls));
-  ds->nclasses = (int)ncls;
-  if (ncls < 1) BAD("%s: dataset 'class_names' is empty", mf);
+  ds->nclasses = (int)ncls; /* 0: an unlabelled set */
+  int64_t nmeta = 0;
+  if (!h5util_optional(NULL, mf, h5util_dset_read_strs(f, "metadata_columns", SHARDS_MAX_META, &ds->meta_names, &nmeta)))
+    ds->meta_names = NULL;
+  ds->nmeta = (int)nmeta;
+  for (int m = 0; m < ds->nmeta; m++)
+    if (!ds->meta_names[m][0] || strchr(ds->meta_names[m], '/'))
+      BAD("%s: metadata column name '%s' is not a dataset name", mf, ds->meta_names[m]);
   h5util_need(NULL, mf, h5util_dset_read_strs(f, "channel_names", ds->C, &ds->channel_names, &nch));
   if (nch != ds->C) BAD("%s: dataset 'channel_names' has %lld entries, not one per channel (%lld)", mf,
                         (long long)nch, (long long)ds->C);
@@ -157,9 +167,13 @@ static void open_labels_stats(struct dataset *ds, hid_t f) {
   const int C = ds->C;
   ds->labels = xmalloc(MUL_SIZE((size_t)ds->n, sizeof *ds->labels));
   h5util_need(NULL, mf, h5util_dset_read_1d(f, "labels", H5T_INTEGER, H5T_NATIVE_INT32, ds->n, ds->labels));
-  for (int64_t i = 0; i < ds->n; i++)
-    if (ds->labels[i] < 0 || ds->labels[i] >= ds->nclasses)
+  for (int64_t i = 0; i < ds->n; i++) {
+    if (ds->nclasses == 0 && ds->labels[i] != -1)
+      BAD("%s: image %lld has label %d, but the set names no classes (an unlabelled set's labels are -1)", mf,
+          (long long)i, ds->labels[i]);
+    if (ds->nclasses > 0 && (ds->labels[i] < 0 || ds->labels[i] >= ds->nclasses))
       BAD("%s: image %lld has label %d, outside 0..%d", mf, (long long)i, ds->labels[i], ds->nclasses - 1);
+  }
   ds->mean = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
   ds->std = xmalloc(MUL_SIZE((size_t)C, sizeof(double)));
   h5util_need(NULL, mf, h5util_dset_read_1d(f, "mean", H5T_FLOAT, H5T_NATIVE_DOUBLE, C, ds->mean));
@@ -243,11 +257,13 @@ void dataset_close(struct dataset *ds) {
     }
     free(sf->addr);
     h5util_strs_free(sf->paths, sf->count);
+    h5util_strs_free(sf->meta, sf->meta ? sf->count * ds->nmeta : 0);
   }
   h5util_unlock();
   free(ds->shards);
   h5util_strs_free(ds->class_names, ds->nclasses);
   h5util_strs_free(ds->channel_names, ds->C);
+  h5util_strs_free(ds->meta_names, ds->nmeta);
   free(ds->labels);
   free(ds->mean);
   free(ds->std);
@@ -301,8 +317,16 @@ int32_t dataset_label(const struct dataset *ds, int64_t i) {
 }
 
 const char *dataset_class_name(const struct dataset *ds, int c) {
+  if (c == -1 && ds->nclasses == 0) return DATASET_UNLABELLED;
   SCD_ASSERT(c >= 0 && c < ds->nclasses);
   return ds->class_names[c];
+}
+
+int dataset_nmeta(const struct dataset *ds) { return ds->nmeta; }
+
+const char *dataset_meta_name(const struct dataset *ds, int m) {
+  SCD_ASSERT(m >= 0 && m < ds->nmeta);
+  return ds->meta_names[m];
 }
 
 const char *dataset_channel_name(const struct dataset *ds, int c) {
@@ -517,6 +541,32 @@ void dataset_relpath(struct dataset *ds, int64_t i, char *buf, size_t n) {
   h5util_unlock();
 }
 
+/* The shard's metadata columns (caller holds the lock): one string per image of each. */
+static void load_meta(const struct dataset *ds, struct shard_file *sf) {
+  sf->meta = xcalloc(MUL_SIZE((size_t)sf->count, (size_t)ds->nmeta), sizeof *sf->meta);
+  for (int m = 0; m < ds->nmeta; m++) {
+    char name[300], **col = NULL;
+    int64_t nc = 0;
+    snprintf(name, sizeof name, "metadata/%s", ds->meta_names[m]);
+    h5util_need(NULL, sf->path, h5util_dset_read_strs(sf->file, name, sf->count, &col, &nc));
+    if (nc != sf->count)
+      BAD("%s: dataset '%s' has %lld entries, not one per image (%lld)", sf->path, name, (long long)nc,
+          (long long)sf->count);
+    for (int64_t j = 0; j < nc; j++) sf->meta[(size_t)j * (size_t)ds->nmeta + (size_t)m] = col[j];
+    free(col);
+  }
+}
+
+void dataset_meta(struct dataset *ds, int64_t i, int m, char *buf, size_t n) {
+  check_index(ds, i);
+  SCD_ASSERT(m >= 0 && m < ds->nmeta);
+  struct shard_file *sf = shard_ready(ds, shard_of(ds, i));
+  h5util_lock();
+  if (!sf->meta) load_meta(ds, sf);
+  snprintf(buf, n, "%s", sf->meta[(size_t)(i - sf->first) * (size_t)ds->nmeta + (size_t)m]);
+  h5util_unlock();
+}
+
 void dataset_path(struct dataset *ds, int64_t i, char *buf, size_t n) {
   char rel[PATH_MAX];
   dataset_relpath(ds, i, rel, sizeof rel);
@@ -592,6 +642,8 @@ int manifest_read_settings(const char *shard_dir, struct manifest_settings *s, c
     s->file_list_hash = strtoull(buf, NULL, 16);
     int64_t depth = -1;
     if (h5util_attr_read_i64(f, "folder_depth_for_labels", &depth) != H5UTIL_OK) depth = -1;
+    if (h5util_attr_read_str(f, "label_source", s->label_source, sizeof s->label_source) != H5UTIL_OK)
+      snprintf(s->label_source, sizeof s->label_source, "folders");
     s->label_depth = (int)depth;
     s->center_crop = (int)crop;
     s->channels = (int)ch;

@@ -26,6 +26,9 @@ struct shard_writer {
   int32_t *labels;
   int64_t *index;
   char **paths;
+  int nmeta;
+  const char *const *meta_names; /* [nmeta], borrowed */
+  char **meta;                   /* [cap][nmeta] */
   unsigned char *block;
   int nblock;
   int finished;
@@ -116,6 +119,10 @@ void shard_writer_add(struct shard_writer *w, const void *image, int32_t label, 
     w->labels = xrealloc(w->labels, MUL_SIZE((size_t)w->cap, sizeof *w->labels));
     w->index = xrealloc(w->index, MUL_SIZE((size_t)w->cap, sizeof *w->index));
     w->paths = xrealloc(w->paths, MUL_SIZE((size_t)w->cap, sizeof *w->paths));
+    if (w->nmeta > 0) {
+      w->meta = xrealloc(w->meta, MUL_SIZE(MUL_SIZE((size_t)w->cap, (size_t)w->nmeta), sizeof *w->meta));
+      memset(w->meta + (size_t)w->n * (size_t)w->nmeta, 0, (size_t)(w->cap - w->n) * (size_t)w->nmeta * sizeof *w->meta);
+    }
   }
   w->labels[w->n] = label;
   w->index[w->n] = index;
@@ -125,7 +132,40 @@ void shard_writer_add(struct shard_writer *w, const void *image, int32_t label, 
   if (++w->nblock == WRITER_BLOCK) writer_flush_block(w);
 }
 
+void shard_writer_meta_columns(struct shard_writer *w, int nmeta, const char *const *names) {
+  SCD_ASSERT(w->n == 0 && nmeta >= 0);
+  w->nmeta = nmeta;
+  w->meta_names = names;
+  w->meta = nmeta > 0 ? xcalloc(MUL_SIZE((size_t)w->cap, (size_t)nmeta), sizeof *w->meta) : NULL;
+}
+
+void shard_writer_add_meta(struct shard_writer *w, const char *const *values) {
+  SCD_ASSERT(w->n > 0 && !w->finished);
+  for (int m = 0; m < w->nmeta; m++) w->meta[(size_t)(w->n - 1) * (size_t)w->nmeta + (size_t)m] = xstrdup(values[m]);
+}
+
 int64_t shard_writer_count(const struct shard_writer *w) { return w->n; }
+
+/* Group 'metadata' with one string dataset [n] per column, and 'metadata_columns' naming them in
+ * order (the caller holds the lock). */
+static void write_meta(struct shard_writer *w) {
+  if (w->nmeta == 0) return;
+  dset_strs(w->file, "metadata_columns", w->nmeta, w->meta_names);
+  hid_t g = h5util_group_create(w->file, "metadata");
+  const char **col = xmalloc(MUL_SIZE((size_t)(w->n > 0 ? w->n : 1), sizeof *col));
+  for (int m = 0; m < w->nmeta; m++) {
+    for (int64_t i = 0; i < w->n; i++) {
+      const char *v = w->meta[(size_t)i * (size_t)w->nmeta + (size_t)m];
+      col[i] = v ? v : "";
+    }
+    dset_strs(g, w->meta_names[m], w->n, col);
+  }
+  free(col);
+  CHECK_H5(H5Gclose(g));
+  for (size_t i = 0; i < (size_t)w->n * (size_t)w->nmeta; i++) free(w->meta[i]);
+  free(w->meta);
+  w->meta = NULL;
+}
 
 /* File offset of every image chunk, so readers can pread() images without HDF5 (shards_read.c).
  * HDF5 1.10 finds a chunk by coordinate with a walk over the chunk index, so this costs
@@ -155,6 +195,7 @@ void shard_writer_finish(struct shard_writer *w) {
   dset_1d(w->file, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, w->n, w->labels);
   dset_1d(w->file, "index", H5T_STD_I64LE, H5T_NATIVE_INT64, w->n, w->index);
   dset_strs(w->file, "paths", w->n, (const char *const *)w->paths);
+  write_meta(w);
   h5util_attr_write_str(w->file, "format", SHARDS_FORMAT);
   h5util_attr_write_i32(w->file, "version", SHARDS_VERSION);
   CHECK_H5(H5Dclose(w->images));
@@ -225,10 +266,13 @@ void manifest_write(const char *shard_dir, const struct manifest_info *m) {
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->file_list_hash);
   h5util_attr_write_str(f, "file_list_hash", hash);
   h5util_attr_write_i64(f, "folder_depth_for_labels", m->label_depth);
+  h5util_attr_write_str(f, "label_source", m->label_source ? m->label_source : "folders");
+  h5util_attr_write_str(f, "file_list", m->file_list ? m->file_list : "");
   h5util_attr_write_str(f, "creator", PACKAGE_STRING);
 
   dset_strs(f, "class_names", m->nclasses, m->class_names);
   dset_strs(f, "channel_names", m->channels, m->channel_names);
+  if (m->nmeta > 0) dset_strs(f, "metadata_columns", m->nmeta, m->meta_names);
   dset_strs(f, "shards", m->nshards, m->shard_files);
   dset_1d(f, "shard_counts", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nshards, m->shard_counts);
   if (m->shard_bytes) dset_1d(f, "shard_bytes", H5T_STD_I64LE, H5T_NATIVE_INT64, m->nshards, m->shard_bytes);

@@ -155,11 +155,12 @@ static void check_calculation_needs(const struct checker *c) {
   const struct config *cfg = c->cfg;
   const struct cfg_key *calc = config_key("control", "calculation");
   if (bad(c, calc)) return;
-  const struct cfg_key *tiff = config_key("data", "tiff_dir");
-  /* pipeline needs it only when the shards are missing, which pipeline_run checks itself */
-  if (!bad(c, tiff) && calc_is(cfg, "prepare", "prepare") && cfg->data.tiff_dir[0] == '\0')
-    report(c, calc, NULL, "calculation = '%s' needs tiff_dir in &data (the TIFF tree to convert)",
-           cfg->control.calculation);
+  const struct cfg_key *tiff = config_key("data", "tiff_dir"), *list = config_key("data", "file_list");
+  /* pipeline needs one only when the shards are missing, which pipeline_run checks itself */
+  if (!bad(c, tiff) && !bad(c, list) && calc_is(cfg, "prepare", "prepare") && cfg->data.tiff_dir[0] == '\0' &&
+      cfg->data.file_list[0] == '\0')
+    report(c, calc, NULL, "calculation = '%s' needs tiff_dir (the TIFF tree to convert) or file_list (a CSV "
+           "listing the images) in &data", cfg->control.calculation);
   const struct cfg_key *stats = config_key("data", "stats_fraction");
   if (!bad(c, stats) && calc_is(cfg, "prepare", "pipeline") && cfg->data.stats_fraction <= 0.0)
     report(c, stats, calc, "stats_fraction = 0 leaves no images for the per-channel mean/std");
@@ -179,6 +180,31 @@ static void check_calculation_needs(const struct checker *c) {
       (cfg->knn.train_fraction <= 0.0 || cfg->knn.train_fraction >= 1.0))
     report(c, ktf, calc, "knn train_fraction = %g leaves no %s rows; it must be strictly between 0 and 1",
            cfg->knn.train_fraction, cfg->knn.train_fraction <= 0.0 ? "reference" : "query");
+}
+
+/* One source of images, and labels that it can give. */
+static void check_data_source(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *tiff = config_key("data", "tiff_dir"), *list = config_key("data", "file_list");
+  const struct cfg_key *labels = config_key("data", "labels"), *depth = config_key("data", "folder_depth_for_labels");
+  const struct cfg_key *pc = config_key("data", "path_column"), *lc = config_key("data", "label_column");
+  if (bad(c, tiff) || bad(c, list) || bad(c, labels)) return;
+  const int has_list = cfg->data.file_list[0] != '\0';
+  if (has_list && cfg->data.tiff_dir[0])
+    report(c, list, tiff, "set one of tiff_dir and file_list: both name the images to prepare");
+  if (has_list && !strcmp(cfg->data.labels, "folders"))
+    report(c, labels, list, "labels = 'folders' takes the classes from the folders of tiff_dir; with file_list "
+           "use 'column' (its label_column), 'none' or 'auto'");
+  if (!has_list && !strcmp(cfg->data.labels, "column"))
+    report(c, labels, NULL, "labels = 'column' takes the classes from a column of file_list, which is not set");
+  if (!bad(c, depth) && cfg->data.folder_depth_for_labels >= 0 && (has_list || !strcmp(cfg->data.labels, "none")))
+    report(c, depth, labels, "folder_depth_for_labels applies to classes from the folders of tiff_dir, not to %s",
+           has_list ? "file_list" : "labels = 'none'");
+  if (has_list && !bad(c, pc) && !bad(c, lc) && !cfg->data.path_column[0])
+    report(c, pc, NULL, "path_column must name the file_list column of the image paths");
+  if (has_list && !bad(c, pc) && !bad(c, lc) && !strcmp(cfg->data.path_column, cfg->data.label_column) &&
+      strcmp(cfg->data.labels, "none") != 0)
+    report(c, lc, pc, "label_column and path_column both name '%s'", cfg->data.path_column);
 }
 
 static void check_misc(const struct checker *c) {
@@ -274,10 +300,18 @@ static void check_heldout(const struct checker *c) {
       report(c, ref, calc, "knn.reference and knn.query are for calculation = 'knn' (a %s evaluates the features it "
              "computes)", cfg->control.calculation);
   }
+  /* The column names are checked against the query file by the kNN (knn_groups_select). */
   const struct cfg_key *group = config_key("knn", "group_by");
-  if (!bad(c, group) && cfg->knn.group_by[0] && strcmp(cfg->knn.group_by, "folder") != 0)
-    report(c, group, NULL, "group_by = '%s' is not known; use 'folder' (the first folder of each row's path) or ''",
-           cfg->knn.group_by);
+  for (int w = 0; !bad(c, group) && w < cfg->knn.n_group_by; w++) {
+    if (!cfg->knn.group_by[w][0]) {
+      report(c, group, NULL, "group_by names an empty column; use 'none' for no groups");
+      break;
+    }
+    if (cfg->knn.n_group_by > 1 && !strcmp(cfg->knn.group_by[w], "none")) {
+      report(c, group, NULL, "group_by = 'none' (no groups) stands alone, not beside other columns");
+      break;
+    }
+  }
 }
 
 /* Whether two spellings of a folder are the same string ("run", "run/", "./run"). */
@@ -455,6 +489,7 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_channels(&c);
   check_schedules(&c);
   check_calculation_needs(&c);
+  check_data_source(&c);
   check_later_steps(&c);
   check_misc(&c);
   check_study(&c);

@@ -41,16 +41,17 @@ static void setup_data(struct trainer *t) {
   int have = comm_rank() == 0 ? fs_exists(manifest) : 0;
   comm_bcast(&have, sizeof have, 0);
   if (!have) {
-    if (!cfg->data.tiff_dir[0])
-      scd_fatal(SCD_EXIT_INPUT, "&data shard_dir = '%s' holds no %s and &data tiff_dir is empty: "
-                "run calculation='prepare' first, or set tiff_dir", cfg->data.shard_dir, SHARDS_MANIFEST);
+    if (!prepare_has_source(cfg))
+      scd_fatal(SCD_EXIT_INPUT, "&data shard_dir = '%s' holds no %s and &data tiff_dir and file_list are "
+                "empty: run calculation='prepare' first, or set tiff_dir or file_list", cfg->data.shard_dir,
+                SHARDS_MANIFEST);
     /* As the pipeline does: convert the TIFF tree first (the deck's &data settings apply). */
     log_info("train: no shards in %s yet; preparing them from %s first", cfg->data.shard_dir,
-             cfg->data.tiff_dir);
+             prepare_source(cfg));
   }
-  /* With a TIFF tree named, shards made from another tree (or an older state of it) are refused,
-   * as prepare refuses them (&data check_tiff_tree = .false. skips the walk). */
-  if (cfg->data.tiff_dir[0] && (!have || cfg->data.check_tiff_tree)) {
+  /* With a TIFF tree (or file list) named, shards made from another one (or an older state of it)
+   * are refused, as prepare refuses them (&data check_tiff_tree = .false. skips the walk). */
+  if (prepare_has_source(cfg) && (!have || cfg->data.check_tiff_tree)) {
     const int rc = prepare_run(cfg);
     if (rc != 0) comm_exit_all(rc);
   }

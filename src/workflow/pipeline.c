@@ -90,14 +90,19 @@ void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
             i + 1 < s->nsteps ? "," : "");
   }
   fprintf(f, "; total %s\n", log_fmt_duration(total, dur, sizeof dur));
-  /* Columns: the trained features first, then the baselines (knn.h5 set labels). */
-  fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2):\n  %8s", "k");
-  for (int j = 0; j < s->nsets; j++) {
-    char head[64];
-    snprintf(head, sizeof head, "%s%s", j == 0 ? "trained: " : "", s->set_label[j][0] ? s->set_label[j] : s->set_name[j]);
-    fprintf(f, j + 1 < s->nsets ? "  %-24.24s" : "  %.24s", head);
+  if (s->knn_skipped) {
+    fprintf(f, "\n  kNN         : left out (the images have no labels)\n");
+  } else {
+    /* Columns: the trained features first, then the baselines (knn.h5 set labels). */
+    fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2):\n  %8s", "k");
+    for (int j = 0; j < s->nsets; j++) {
+      char head[64];
+      snprintf(head, sizeof head, "%s%s", j == 0 ? "trained: " : "",
+               s->set_label[j][0] ? s->set_label[j] : s->set_name[j]);
+      fprintf(f, j + 1 < s->nsets ? "  %-24.24s" : "  %.24s", head);
+    }
+    fprintf(f, "\n");
   }
-  fprintf(f, "\n");
   for (int i = 0; i < s->nk; i++) {
     fprintf(f, "  %8lld", s->k[i]);
     for (int j = 0; j < s->nsets; j++) {
@@ -112,7 +117,8 @@ void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
   fprintf(f, "    log.txt                             one JSON line per epoch (loss, lr, wd, throughput)\n");
   const char *base = strrchr(s->features_file, '/');
   fprintf(f, "    %-35s CLS features, labels, paths\n", base ? base + 1 : s->features_file);
-  fprintf(f, "    knn.txt, knn.h5                     kNN report: per-class metrics, confusion matrices\n");
+  if (!s->knn_skipped)
+    fprintf(f, "    knn.txt, knn.h5                     kNN report: per-class metrics, confusion matrices\n");
   if (s->attention)
     fprintf(f, "    attention.h5, attention/            last-block attention maps (HDF5 and PNG)\n");
   fprintf(f, "    pipeline.txt                        this summary\n");
@@ -136,15 +142,16 @@ int pipeline_prepare(const struct config *c) {
   if (have) {
     log_info("%s: %s holds a complete shard set; prepare skipped", c->control.calculation, c->data.shard_dir);
     /* ... once prepare's check finds it made from this TIFF tree and these &data settings. */
-    if (c->data.tiff_dir[0] && c->data.check_tiff_tree) {
+    if (prepare_has_source(c) && c->data.check_tiff_tree) {
       const int rc = prepare_run(c);
       if (rc != 0) return rc;
     }
     return -1;
   }
-  if (!c->data.tiff_dir[0])
-    scd_fatal(SCD_EXIT_INPUT, "%s: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir is "
-              "empty: name the TIFF tree to prepare", c->control.calculation, c->data.shard_dir);
+  if (!prepare_has_source(c))
+    scd_fatal(SCD_EXIT_INPUT, "%s: data.shard_dir = '%s' holds no complete shard set and data.tiff_dir and "
+              "data.file_list are empty: name the TIFF tree or the CSV file list to prepare", c->control.calculation,
+              c->data.shard_dir);
   return prepare_run(c);
 }
 
@@ -228,11 +235,19 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
 
   t = wtime();
   step_begin(&s, "knn");
-  if (strlen(s.features_file) >= sizeof c.knn.features)
-    scd_fatal(SCD_EXIT_INPUT, "pipeline: the path %s is too long; choose a shorter control.run_dir", s.features_file);
-  memcpy(c.knn.features, s.features_file, strlen(s.features_file) + 1);
-  rc = knn_run(&c);
-  if (rc != 0) return rc;
+  struct dataset *shards = dataset_open(c.data.shard_dir);
+  s.knn_skipped = dataset_nclasses(shards) == 0; /* every rank reads the same manifest */
+  dataset_close(shards);
+  if (s.knn_skipped) {
+    log_info("pipeline: kNN left out: the images of %s have no labels (&data labels)", c.data.shard_dir);
+    s.step_skipped[s.nsteps] = 1;
+  } else {
+    if (strlen(s.features_file) >= sizeof c.knn.features)
+      scd_fatal(SCD_EXIT_INPUT, "pipeline: the path %s is too long; choose a shorter control.run_dir", s.features_file);
+    memcpy(c.knn.features, s.features_file, strlen(s.features_file) + 1);
+    rc = knn_run(&c);
+    if (rc != 0) return rc;
+  }
   s.step_seconds[s.nsteps++] = wtime() - t;
 
   if (c.attention.in_pipeline) {
@@ -264,7 +279,7 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     s.feature_rows = fe.n;
     features_free(&fe);
     fs_join(path, sizeof path, c.control.run_dir, "knn.h5");
-    pipeline_read_knn(path, &s);
+    if (!s.knn_skipped) pipeline_read_knn(path, &s);
 
     if (log_verbosity() >= 1) {
       log_raw("\n");

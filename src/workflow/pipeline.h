@@ -1,11 +1,12 @@
 /* pipeline.h - calculation='pipeline': upstream's six-step snakemake pipeline in one launch.
  *
- *   prepare    only when data.shard_dir holds no complete shard set (then data.tiff_dir is needed)
+ *   prepare    only when data.shard_dir holds no complete shard set (then data.tiff_dir or
+ *              data.file_list is needed)
  *   train      run_dir/checkpoint.h5, log.txt (the deck's &training; restart as it says)
  *   features   from the checkpoint just trained (features.checkpoint is not used) into
  *              run_dir/features_EEEE.h5
  *   knn        on that file (knn.features is not used): knn.txt, knn.h5, with the raw-pixel and
- *              random-init baselines when knn.baselines
+ *              random-init baselines when knn.baselines; left out for an unlabelled shard set
  *   attention  when attention.in_pipeline: attention.h5 and the PNG tree
  * and then a summary (stdout and run_dir/pipeline.txt): images, epochs, final loss, wall time of
  * every step, kNN Top-1/Top-2 of every feature set at every k, and where the outputs are.
@@ -22,8 +23,9 @@ int pipeline_run(const struct config *cfg);
 /* The same without its prepare step, on shards already prepared and checked (a study's sets). */
 int pipeline_run_prepared(const struct config *cfg);
 /* The prepare step (collective): prepare_run when data.shard_dir holds no complete shard set (then
- * data.tiff_dir must be set), or its check of the shards against the TIFF tree (tiff_dir set and
- * check_tiff_tree).  Returns prepare's exit status, or -1 when the shards were there already. */
+ * data.tiff_dir or file_list must be set), or its check of the shards against the TIFF tree or the
+ * file list (one of them set and check_tiff_tree).  Returns prepare's exit status, or -1 when the
+ * shards were there already. */
 int pipeline_prepare(const struct config *cfg);
 
 /* Numbers the summary is made of. */
@@ -35,6 +37,7 @@ struct pipeline_summary {
   char step_name[6][16];
   double step_seconds[6];
   int step_skipped[6];
+  int knn_skipped;         /* no kNN: the images have no labels */
   int nk;                  /* k values evaluated */
   long long k[16];
   int nsets;               /* trained, raw_pixels, random_init (those present) */

@@ -42,6 +42,9 @@ static const char *first_line(char *msgs) {
  * none), folder "".  Returns the number of sets. */
 static int resolve_sets(const struct config *cfg, long name_max, struct study_set *sets) {
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
+  if (dataset_nclasses(ds) == 0)
+    scd_fatal(SCD_EXIT_INPUT, "calculation = 'study' compares the channel sets by kNN accuracy, but the images of %s "
+              "have no labels (&data labels)", cfg->data.shard_dir);
   const int C = dataset_channels(ds);
   static char names[1024][CFG_WORDLEN];
   int nnames = cfg->data.n_channel_names;

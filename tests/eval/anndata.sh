@@ -3,7 +3,9 @@
 # anndata package reads it (anndata.read_h5ad; Debian python3-anndata): X equal to the features
 # file's rows bit for bit, obs_names = the paths, obs columns label (categorical over the class
 # names, in class order), split and index with their dtypes, var_names, the provenance in uns; the
-# split of every row with features.subset = 'all'; the same file from two ranks; &features
+# split of every row with features.subset = 'all'; the metadata columns of a CSV file list's shard
+# set in obs (categorical, or strings when every row has its own value) and an unlabelled set's
+# file without a label column; the same file from two ranks; &features
 # anndata = .false.; a file scdino did not write is never replaced (exit 2 before any work, in the
 # pipeline before training).  Where
 # scanpy is importable, its neighbours, UMAP and Leiden run on the file.  Skipped (77) without
@@ -94,6 +96,45 @@ EOF
 expect_exit 0 "$PYTHON3" check.py
 expect_grep '^anndata .* reads it$'
 printf '%s\n' "$out" | grep -E 'scanpy'
+
+# ---- metadata (a CSV file list's columns) and an unlabelled set ----
+MK="$top_builddir/tests/fixtures/mktiff"
+mkdir -p imgs || exit 99
+{
+  echo "path,label,donor,well"
+  for n in 1 2 3 4 5 6; do
+    "$MK" imgs/i$n.tif 3 20 20 u16 ramp $n || exit 99
+    echo "imgs/i$n.tif,$(if [ $((n % 2)) = 0 ]; then echo A; else echo B; fi),d$((n % 3 + 1)),W$n"
+  done
+} >list.csv
+cut -d, -f1,3,4 list.csv >nolabel.csv
+for set in list nolabel; do
+  printf "&control calculation = 'prepare', run_dir = 'p_%s' /\n&data file_list = '%s.csv', shard_dir = 'sh_%s' /\n" \
+    $set $set $set >p_$set.nml
+  expect_exit 0 "$SCDINO" p_$set.nml
+  printf "&control calculation = 'features', run_dir = 'run_%s' /\n&data shard_dir = 'sh_%s', channels = 0, 2 /\n%s\n" \
+    $set $set "&features checkpoint = 'ckpt.h5', resize = 32, batch_size = 4, subset = 'all' /" >f_$set.nml
+  expect_exit 0 "$SCDINO" f_$set.nml
+  expect_grep "features: AnnData file run_$set/features_0002.h5ad"
+done
+cat >meta.py <<'EOF'
+import anndata, h5py
+s = lambda v: v.decode() if isinstance(v, bytes) else v
+for run, cols in (("run_list", ["label", "split", "index", "donor", "well"]),
+                  ("run_nolabel", ["split", "index", "donor", "well"])):
+    a = anndata.read_h5ad(run + "/features_0002.h5ad")
+    f = h5py.File(run + "/features_0002.h5", "r")
+    assert list(a.obs.columns) == cols, (run, list(a.obs.columns))
+    assert [str(a.obs[c].dtype) for c in ("donor", "well")] == ["category", "object"], a.obs.dtypes
+    assert list(a.obs["donor"].cat.categories) == ["d1", "d2", "d3"]
+    assert list(a.obs["donor"]) == [s(v) for v in f["metadata/donor"][:]] == ["d2", "d3", "d1", "d2", "d3", "d1"]
+    assert list(a.obs["well"]) == ["W%d" % n for n in range(1, 7)]
+    if "label" in cols:
+        assert list(a.obs["label"].cat.categories) == ["A", "B"] and list(a.obs["label"]) == list("BABABA")
+print("metadata in obs ok")
+EOF
+expect_exit 0 "$PYTHON3" meta.py
+expect_grep '^metadata in obs ok$'
 
 # Two ranks: the same X and obs.
 if [ "$MPIEXEC" != none ]; then

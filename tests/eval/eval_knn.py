@@ -14,7 +14,9 @@ first; equal scores, the lower class first; only classes with a vote are ranked.
 
 Checks, for every k of KNN.h5: the Top-1 and Top-2 accuracies of its 'trained' set, every query row's
 prediction and Top-2 outcome, its kept neighbours (rows, sample indices, similarities and the paths
-of the reference table), and the per-group accuracies ('folder': the first folder of a row's path).
+of the reference table), and the per-group accuracies of every grouping column (knn.h5 groups/<column>:
+'folder', the first folder of a row's path, or a metadata column of the query file): its values, each
+query row's value, the rows per value and the Top-1 / Top-2 per value.
 Prints "eval_knn ok" and the accuracies; exits 1 naming the first difference."""
 import sys
 
@@ -29,8 +31,31 @@ def text(v):
 def load(path):
     with h5py.File(path, "r") as f:
         names = [text(c) for c in f["class_names"][:]]
+        meta = {text(m): [text(v) for v in f["metadata/" + text(m)][:]]
+                for m in (f["metadata_columns"][:] if "metadata_columns" in f else [])}
         return {"x": f["features"][:].astype(np.float32), "labels": [names[i] for i in f["labels"][:]],
-                "index": f["index"][:], "paths": [text(p) for p in f["paths"][:]]}
+                "index": f["index"][:], "paths": [text(p) for p in f["paths"][:]], "meta": meta}
+
+
+def grouping(knn, query):
+    """[(column, its h5 group, each query row's value, the sorted values)] of knn.h5's groups."""
+    out = []
+    for col in ([text(c) for c in knn["group_columns"][:]] if "group_columns" in knn else []):
+        g = knn["groups/" + col]
+        if text(g.attrs["source"]) == "folder":
+            keys = [p.split("/")[0] if "/" in p else "" for p in query["paths"]]
+        else:
+            keys = query["meta"][col]
+        values = sorted(set(keys))
+        assert g.attrs["distinct_values"] == len(values), col
+        if "values" not in g:
+            assert len(values) > g.attrs["max_groups"], col
+            continue
+        assert [text(v) for v in g["values"][:]] == values, col
+        assert [values[v] for v in g["value_of_row"][:]] == keys, col
+        assert list(g["test_support"][:]) == [keys.count(v) for v in values], col
+        out.append((col, g, keys, values))
+    return out
 
 
 def knn_classifier(train_features, train_labels, test_features, test_labels, k, T, num_classes):
@@ -70,11 +95,7 @@ def main():
     assert (q["label"][:] == ql).all() and (q["row"][:] == np.arange(len(ql))).all()
     assert (q["index"][:] == query["index"]).all() and [text(p) for p in q["path"][:]] == query["paths"]
     keep = q["neighbours"].shape[1] if "neighbours" in q else 0
-    groups = [p.split("/")[0] for p in query["paths"]] if "groups" in knn else None
-    gnames = sorted(set(groups)) if groups else []
-    if groups:
-        assert [text(g) for g in knn["groups/name"][:]] == gnames
-        assert [gnames[g] for g in q["group"][:]] == groups
+    cols = grouping(knn, query)
     for j, k in enumerate(knn["k"][:]):
         top1, top2, preds, hits, nbs, sims = knn_classifier(ref["x"], rl, query["x"], ql, int(k), T, len(classes))
         got1, got2 = knn["trained/top1"][j], knn["trained/top2"][j]
@@ -88,19 +109,21 @@ def main():
                     sys.exit("query row %d: neighbours %s, eval_knn %s" % (i, list(q["neighbours"][i]), nbs[i][:keep]))
                 if not np.allclose(q["neighbour_similarity"][i], sims[i][:keep], rtol=0, atol=1e-6):
                     sys.exit("query row %d: neighbour similarities differ" % i)
-        for g, name in enumerate(gnames):
-            rows = [i for i in range(len(ql)) if groups[i] == name]
-            want1 = 100.0 * sum(preds[i] == ql[i] for i in rows) / len(rows)
-            want2 = 100.0 * sum(hits[i] for i in rows) / len(rows)
-            if abs(knn["groups/top1"][j, g] - want1) > 1e-9 or abs(knn["groups/top2"][j, g] - want2) > 1e-9:
-                sys.exit("k = %d, group %s: scdino %r / %r, numpy %r / %r" % (k, name, knn["groups/top1"][j, g],
-                                                                              knn["groups/top2"][j, g], want1, want2))
+        for col, grp, keys, values in cols:
+            for v, name in enumerate(values):
+                rows = [i for i in range(len(ql)) if keys[i] == name]
+                want1 = 100.0 * sum(preds[i] == ql[i] for i in rows) / len(rows)
+                want2 = 100.0 * sum(hits[i] for i in rows) / len(rows)
+                got1, got2 = grp["top1_trained"][j, v], grp["top2_trained"][j, v]
+                if abs(got1 - want1) > 1e-9 or abs(got2 - want2) > 1e-9:
+                    sys.exit("k = %d, %s = %s: scdino %r / %r, numpy %r / %r" % (k, col, name, got1, got2, want1, want2))
         print("k = %d: Top-1 %.4f, Top-2 %.4f" % (k, top1, top2))
     if keep:
         rpaths = [text(p) for p in knn["reference/path"][:]]
         assert rpaths == ref["paths"] and (knn["reference/index"][:] == ref["index"]).all()
         assert (q["neighbour_index"][:] == ref["index"][q["neighbours"][:]]).all()
-    print("eval_knn ok: %d query rows against %d reference rows, %d neighbours kept" % (len(ql), len(rl), keep))
+    print("eval_knn ok: %d query rows against %d reference rows, %d neighbours kept, %d grouping column(s)" %
+          (len(ql), len(rl), keep, len(cols)))
 
 
 if __name__ == "__main__":

@@ -159,11 +159,12 @@ expect_grep "query class 'NK' \(6 rows\) is not a class of the reference fA/feat
 expect_grep "kNN: no baselines for knn.reference / knn.query"
 nchecks=$((nchecks + 3))
 grep -q '^  rows     : every query row voted by all 36 reference rows (DINO eval_knn)$' kAB/knn.txt || fail "knn.txt: no rows line"
-grep -q "^Per-group accuracy of the teacher features in % (group_by = 'folder')" kAB/knn.txt || fail "knn.txt: no group table"
-grep -Eq '^  donor2 +18 ' kAB/knn.txt || fail "knn.txt: donor2 is not a group of 18 rows"
+grep -q "^Accuracy in % per value of 'folder' (the first folder of each path) at k = " kAB/knn.txt ||
+  fail "knn.txt: no group table"
+grep -Eq '^  donor2 +18 +[0-9.]+/ *[0-9.]+$' kAB/knn.txt || fail "knn.txt: donor2 is not a group of 18 rows"
 if [ "$PYTHON3" != none ]; then
   expect_exit 0 "$PYTHON3" "$top_srcdir/tests/eval/eval_knn.py" fA/features_0001.h5 fB/features_0001.h5 kAB/knn.h5
-  expect_grep 'eval_knn ok: 42 query rows against 36 reference rows, 20 neighbours kept'
+  expect_grep 'eval_knn ok: 42 query rows against 36 reference rows, 20 neighbours kept, 1 grouping column\(s\)'
   # Two rows' neighbours by hand: the dot products, in order, of the rows the file names.
   cat >nb.py <<'EOF'
 import h5py, numpy as np
@@ -190,8 +191,8 @@ if [ "$MPIEXEC" != none ]; then
   expect_exit 0 $MPIEXEC -n 2 "$SCDINO" k2.nml
   nchecks=$((nchecks + 1))
   sed 's/kAB2/kAB/g' kAB2/knn.txt | cmp -s - kAB/knn.txt || { fail "knn.txt differs between 1 and 2 ranks"; diff kAB/knn.txt kAB2/knn.txt >&2; }
-  for obj in trained/top1 trained/confusion query/prediction query/top2 query/neighbours query/group groups/top1 \
-    groups/top2; do
+  for obj in trained/top1 trained/confusion query/prediction query/top2 query/neighbours group_columns \
+    groups/folder/value_of_row groups/folder/top1_trained groups/folder/top2_trained; do
     nchecks=$((nchecks + 1))
     h5diff kAB/knn.h5 kAB2/knn.h5 "/$obj" "/$obj" >/dev/null || fail "knn.h5 /$obj differs between 1 and 2 ranks"
   done
@@ -212,5 +213,8 @@ expect_exit 2 "$SCDINO" e4.nml
 expect_grep "knn.features \(one file, split into reference and query rows\) and knn.reference / knn.query \(two files\) are two ways"
 knn kE "group_by = 'donor'" | sed "s/, group_by = 'folder'//" >e5.nml
 expect_exit 2 "$SCDINO" e5.nml
-expect_grep "group_by = 'donor' is not known"
+expect_grep "knn.group_by = 'donor' is no metadata column of the query rows' file fB/features_0001.h5 \(it has no metadata columns\)"
+knn kE "group_by = 'folder', 'none'" | sed "s/, group_by = 'folder'//" >e6.nml
+expect_exit 2 "$SCDINO" e6.nml
+expect_grep "group_by = 'none' \(no groups\) stands alone"
 finish

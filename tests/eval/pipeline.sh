@@ -102,7 +102,7 @@ rm "tiff/$(ls tiff | head -n 1)/zz_new.tif"
 # No TIFF tree and no shards: refused (exit 2) before any step runs.
 deck run3 '' noshards >e.nml
 expect_exit 2 "$SCDINO" e.nml
-expect_grep "holds no complete shard set and data.tiff_dir is empty"
+expect_grep "holds no complete shard set and data.tiff_dir and data.file_list are empty"
 nchecks=$((nchecks + 1))
 [ -e noshards/manifest.h5 ] && fail "a refused pipeline wrote shards"
 nchecks=$((nchecks + 1))

@@ -129,6 +129,50 @@ case_ $d dangling_symlink 3 "$z: cannot open: No such file or directory" "ln -s 
 case_ $d fifo 3 "$z: not a regular file" "mkfifo tiffs/B/z.tif"
 case_ $d device 3 "$z: not a regular file" "ln -s /dev/zero tiffs/B/z.tif"
 
+# ---- CSV file lists (&data file_list; prepare reads them before it writes anything: exit 2 and file:line) ----
+d=csv
+c="list\\.csv"
+case_ $d missing_file 2 "$c:4: 'tiffs/B/9\\.tif' \\(relative to the CSV's folder\\): No such file or directory" \
+  'printf "path,label\ntiffs/A/1.tif,A\ntiffs/A/2.tif,A\ntiffs/B/9.tif,B\n" >list.csv'
+case_ $d missing_100k 2 "$c:2: 'nope\\.tif' .*No such file or directory \\(and 99999 more row\\(s\\) whose file is missing\\)" \
+  '{ echo path; lines 100000 nope.tif; } >list.csv'
+case_ $d duplicate_path 2 "$c:4: duplicate path: 'tiffs/A/1\\.tif' is the file of line 2" \
+  'printf "path,label\ntiffs/A/1.tif,A\ntiffs/B/1.tif,B\ntiffs/A/1.tif,A\n" >list.csv'
+case_ $d duplicate_spelt_otherwise 2 "$c:3: duplicate path: '\\./tiffs//B/\\.\\./A/1\\.tif' is the file of line 2" \
+  'printf "path\ntiffs/A/1.tif\n./tiffs//B/../A/1.tif\n" >list.csv'
+case_ $d ragged_short 2 "$c:3: 2 field\\(s\\), but the header names 3 column\\(s\\)" \
+  'printf "path,label,donor\ntiffs/A/1.tif,A,d1\ntiffs/A/2.tif,A\n" >list.csv'
+case_ $d ragged_trailing_comma 2 "$c:2: 4 field\\(s\\), but the header names 3" \
+  'printf "path,label,donor\ntiffs/A/1.tif,A,d1,\n" >list.csv'
+case_ $d latin1 2 "$c:3: byte 0xf6 in field 3 is not UTF-8" \
+  'printf "path,label,donor\ntiffs/A/1.tif,A,d1\ntiffs/A/2.tif,A,J\366rg\n" >list.csv'
+case_ $d utf16 2 "$c:1: byte 0xff in field 1 is not UTF-8" 'printf "\377\376p\000a\000" >list.csv'
+case_ $d nul_byte 2 "$c:2: field 1 holds a NUL byte: not a text file" 'printf "path\ntif\000fs/A/1.tif\n" >list.csv'
+case_ $d terminal_escape 2 "$c:2: field 2 holds the control character 0x1b" \
+  'printf "path,donor\ntiffs/A/1.tif,\033[2J\n" >list.csv'
+case_ $d unterminated_quote 2 "$c:2: the quoted field 1 that starts on this line runs past the line's end" \
+  'printf "path,label\n\"tiffs/A/1.tif,A\ntiffs/A/2.tif,A\n" >list.csv'
+case_ $d quote_at_end_of_file 2 "$c:2: the quoted field 2 that starts on this line has no closing quote" \
+  'printf "path,label\ntiffs/A/1.tif,\"A" >list.csv'
+case_ $d stray_quote 2 "$c:2: field 1: a quote inside a field that does not start with one" \
+  'printf "path\ntiffs/A/1\".tif\n" >list.csv'
+case_ $d empty_path 2 "$c:3: empty path \\(column 'path'\\)" 'printf "path,label\ntiffs/A/1.tif,A\n,B\n" >list.csv'
+case_ $d empty_label 2 "$c:2: empty label \\(column 'label'\\)" 'printf "path,label\ntiffs/A/1.tif,\n" >list.csv'
+case_ $d no_path_column 2 "$c:1: no column 'path' for the image paths .*the header names 'file', 'label'" \
+  'printf "file,label\ntiffs/A/1.tif,A\n" >list.csv'
+case_ $d header_only 2 "$c:1: the header is the only row: no images are listed" 'printf "path,label\n" >list.csv'
+case_ $d empty_file 2 "$c:1: empty file: a header row naming the columns is required" ': >list.csv'
+case_ $d column_twice 2 "$c:1: column 'donor' appears twice \\(columns 2 and 3\\)" 'printf "path,donor,donor\n" >list.csv'
+case_ $d column_with_slash 2 "$c:1: column name '\\.\\./x' is not allowed" 'printf "path,../x\n" >list.csv'
+case_ $d columns_1000 2 "$c:1: more than 256 fields" '{ printf path; lines 1000 ,c | tr -d "\n"; echo; } >list.csv'
+case_ $d field_10mb 2 "$c:2: .*File name too long" '{ echo path; chars 10000000 x; echo; } >list.csv'
+case_ $d lists_a_folder 2 "$c:2: 'tiffs/A' \\(relative to the CSV's folder\\): not a regular file" \
+  'printf "path\ntiffs/A\n" >list.csv'
+case_ $d csv_is_fifo 2 "&data file_list = 'list\\.csv': not a regular file" 'rm list.csv && mkfifo list.csv'
+case_ $d csv_is_dev_zero 2 "&data file_list = 'list\\.csv': not a regular file" 'rm list.csv && ln -s /dev/zero list.csv'
+case_ $d csv_is_folder 2 "&data file_list = 'list\\.csv': not a regular file" 'rm list.csv && mkdir list.csv'
+case_ $d csv_missing 2 "&data file_list = 'list\\.csv': No such file or directory" 'rm list.csv'
+
 # ---- shard sets: manifest.h5 and the shard files (knn's raw-pixel baseline reads every image) ----
 d=shard
 m="shards/manifest\\.h5"
@@ -169,6 +213,10 @@ case_ $d shard_counts_overflow 3 "$m: the shard counts add up to more than 21474
 case_ $d shard_counts_missing 3 "$m: dataset 'shard_counts' is missing" "h5edit shards/manifest.h5 rm shard_counts"
 case_ $d count_mismatch 3 "$m: attribute count=91 but the shard counts add up to 90" "h5edit shards/manifest.h5 attr_int count 91"
 case_ $d label_out_of_range 3 "$m: image 5 has label 7, outside 0\.\.2" "h5edit shards/manifest.h5 set labels 5 7"
+case_ $d no_classes_labelled 3 "$m: image 0 has label [0-9]+, but the set names no classes \(an unlabelled set's labels are -1\)" \
+  "h5edit shards/manifest.h5 strs class_names ''"
+case_ $d metadata_column_slash 3 "$m: metadata column name '\.\./x' is not a dataset name" \
+  "h5edit shards/manifest.h5 strs metadata_columns ../x"
 case_ $d label_negative 3 "$m: image 0 has label -1, outside 0\.\.2" "h5edit shards/manifest.h5 set labels 0 -1"
 case_ $d labels_strings 3 "$m: dataset 'labels' must hold integers" "h5edit shards/manifest.h5 strs labels a,b"
 case_ $d labels_short 3 "$m: dataset 'labels' has 3 values, expected 90" "h5edit shards/manifest.h5 nums labels i32 0,1,2"
@@ -252,7 +300,8 @@ case_ $d index_duplicate 3 "$f: index value 0 appears twice \(rows 0 and 1\)" "h
 case_ $d index_negative 3 "$f: index\[2\] = -4 is negative" "h5edit run/features_0002.h5 set index 2 -4"
 case_ $d class_names_2_pow_40 3 "$f: dataset 'class_names' has 1099511627776 entries; at most 10000 are allowed" \
   "h5edit run/features_0002.h5 lazy class_names str 1099511627776"
-case_ $d class_names_empty 3 "$f: 'class_names' holds no names" "h5edit run/features_0002.h5 strs class_names ''"
+case_ $d class_names_empty 3 "$f: labels\[0\] = [0-9]+, but the file names no classes \(unlabelled rows have label -1\)" \
+  "h5edit run/features_0002.h5 strs class_names ''"
 case_ $d paths_2_pow_40 3 "$f: dataset 'paths' has 1099511627776 entries; at most 84 are allowed" \
   "h5edit run/features_0002.h5 lazy paths str 1099511627776"
 case_ $d paths_unwritten 3 "$f: dataset 'paths' claims 84 values but stores only 0 bytes" "h5edit run/features_0002.h5 lazy paths str 84"
@@ -263,6 +312,9 @@ case_ $d external_link 3 "$f: 'labels' is an external link to '/labels' in .*/f2
   'cp run/features_0002.h5 f2.h5 && h5edit run/features_0002.h5 elink labels "$PWD/f2.h5" /labels'
 case_ $d virtual 3 "$f: dataset 'index' is a virtual dataset" \
   'cp run/features_0002.h5 f2.h5 && h5edit run/features_0002.h5 virtual index "$PWD/f2.h5" index'
+case_ $d metadata_missing 3 "$f: dataset 'metadata/donor' is missing" "h5edit run/features_0002.h5 strs metadata_columns donor"
+case_ $d metadata_integers 3 "$f: dataset 'metadata/donor' must hold strings" \
+  "h5edit run/features_0002.h5 strs metadata_columns donor && h5edit run/features_0002.h5 group metadata && h5edit run/features_0002.h5 nums metadata/donor i32 1,2"
 
 # ---- checkpoints (features reads the weights; train with restart=.true. reads the whole state) ----
 d=ckpt
@@ -332,6 +384,7 @@ case_ $d epoch_negative 3 "$c: holds weights but no training state" "h5edit run/
 
 # ---- the untouched fixtures must run: the cases above fail because of their damage ----
 case_ tiff control_ok 0 "" true
+case_ csv control_ok 0 "" true
 case_ shard control_ok 0 "kNN on raw pixels 4x4 \(48-d\): best Top-1 94\.12 %" true
 case_ features control_ok 0 "" true
 case_ ckpt control_ok 0 "" true

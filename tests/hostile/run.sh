@@ -8,6 +8,8 @@
 #   deck      the setup writes deck.nml                        scdino deck.nml
 #   tiff      tiffs/{A,B}/{1,2}.tif are good 2 x 16 x 16 uint16 images; the setup adds the bad
 #             tiffs/B/z.tif                                    calculation='prepare'
+#   csv       the same TIFFs and list.csv listing them (path, label, donor); the setup
+#             writes a bad list.csv                            calculation='prepare', &data file_list
 #   shard     shards/ (manifest.h5, shard-00000.h5) and run/features_0002.h5 from knn_mkdata;
 #             the setup damages the shard set                 calculation='knn' with the raw-pixel
 #                                                              baseline (reads every image)
@@ -47,12 +49,14 @@ hostile_fixture() {
       knn_mkdata "$fx" >/dev/null || { echo "knn_mkdata failed"; exit 99; } ;;
   esac
   case " $hostile_kinds " in
-    *" tiff "*)
+    *" tiff "* | *" csv "*)
       mkdir -p "$fx/tiffs/A" "$fx/tiffs/B" || exit 99
       for i in 1 2; do
         mktiff "$fx/tiffs/A/$i.tif" 2 16 16 u16 ramp "$i" && mktiff "$fx/tiffs/B/$i.tif" 2 16 16 u16 ramp $((i + 5)) ||
           { echo "mktiff failed"; exit 99; }
-      done ;;
+      done
+      printf 'path,label,donor\ntiffs/A/1.tif,A,d1\ntiffs/A/2.tif,A,d2\ntiffs/B/1.tif,B,d1\ntiffs/B/2.tif,B,d2\n' \
+        >"$fx/list.csv" || exit 99 ;;
   esac
   case " $hostile_kinds " in
     *" ckpt "* | *" restart "*)
@@ -83,6 +87,11 @@ hostile_deck() { # kind -> the deck for that kind, in the case directory
 &data tiff_dir = 'tiffs', shard_dir = 'shards', images_per_shard = 4, on_bad_image = 'error' /
 EOF
       echo p.nml ;;
+    csv) cat >c.nml <<EOF
+&control calculation = 'prepare', run_dir = 'run', verbosity = 0 /
+&data file_list = 'list.csv', shard_dir = 'shards', images_per_shard = 4 /
+EOF
+      echo c.nml ;;
     shard) cat >k.nml <<EOF
 &control calculation = 'knn', run_dir = 'run', verbosity = 1 /
 &data shard_dir = 'shards' /

@@ -2,7 +2,9 @@
  * encoding-type and encoding-version, the dataframes' _index and column-order, categoricals (codes,
  * categories, ordered), every uns kind, X written window by window, the checksummed layout, and
  * what the writer refuses: duplicate obs_names (exit 3) and replacing a file it did not write
- * (exit 2, the file untouched).  What anndata itself reads of it: tests/eval/anndata.sh. */
+ * (exit 2, the file untouched); the obs columns of a features file's rows (anndata_features_obs):
+ * metadata columns as categoricals or strings, a clashing name, an unlabelled set without a label
+ * column.  What anndata itself reads of it: tests/eval/anndata.sh. */
 #include "build_config.h"
 
 #include <dirent.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "analysis/anndata.h"
+#include "analysis/features_io.h"
 #include "core/h5util.h"
 #include "tests/fixtures/testutil.h"
 
@@ -339,6 +342,58 @@ static void test_refusals(void) {
   if (t_verbose) printf("  %s", msg);
 }
 
+/* obs of 4 rows with metadata: donor (2 values: categorical), well (4: strings), label (a metadata
+ * column named like the class column: "meta_label"); then unlabelled: no class column, and the
+ * metadata 'label' keeps its name. */
+static void test_features_obs(void) {
+  static char *classes[] = {"A", "B"}, *mnames[] = {"donor", "well", "label"};
+  static char *meta[] = {"d2", "d1", "d2", "d2", "W1", "W2", "W3", "W4", "x", "y", "x", "x"};
+  static char *paths[] = {"p/1.tif", "p/2.tif", "q/3.tif", "q/4.tif"};
+  static int32_t labels[] = {0, 1, 1, 0}, split[] = {0, 1, 0, 0};
+  static int64_t index[] = {4, 5, 6, 7};
+  struct features f = {.n = 4, .d = 3, .nclasses = 2, .labels = labels, .index = index, .paths = paths,
+                       .class_names = classes, .nmeta = 3, .meta_names = mnames, .meta = meta};
+  struct anndata_obs o;
+  anndata_features_obs(&f, split, &o);
+  char got[256] = "";
+  for (int c = 0; c < o.n; c++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", c ? "|" : "", o.cols[c].name);
+  T_CHECK(strcmp(got, "label|split|index|donor|well|meta_label") == 0, "obs columns %s", got);
+  const struct anndata_value *donor = &o.cols[3], *well = &o.cols[4], *ml = &o.cols[5];
+  T_CHECK(donor->kind == ANNDATA_CATEGORICAL && donor->ncategories == 2 && !strcmp(donor->strs[0], "d1") &&
+              !strcmp(donor->strs[1], "d2") && donor->codes[0] == 1 && donor->codes[1] == 0 && donor->codes[3] == 1,
+          "donor: categorical over d1, d2");
+  T_CHECK(well->kind == ANNDATA_STRINGS && well->count == 4 && !strcmp(well->strs[2], "W3"), "well: strings");
+  T_CHECK(ml->kind == ANNDATA_CATEGORICAL && ml->ncategories == 2 && ml->codes[1] == 1, "meta_label: categorical");
+  /* Written: the file holds them as AnnData encodes them. */
+  struct src s = {.d = 3};
+  const struct anndata a = {.n = 4, .d = 3, .obs_names = (const char *const *)paths, .obs = o.cols, .nobs = o.n,
+                            .rows = rows, .arg = &s};
+  const char *p = path_in("meta.h5ad");
+  anndata_write(p, &a);
+  hid_t h = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t g = H5Gopen2(h, "obs", H5P_DEFAULT);
+  attr_joined(g, "column-order", got, sizeof got);
+  T_CHECK(strcmp(got, "label|split|index|donor|well|meta_label") == 0, "column-order %s", got);
+  H5Gclose(g);
+  expect_tag(h, "obs/donor", "categorical", "0.2.0");
+  expect_tag(h, "obs/well", "string-array", "0.2.0");
+  strs_joined(h, "obs/donor/categories", got, sizeof got);
+  T_CHECK(strcmp(got, "d1|d2") == 0, "obs/donor/categories %s", got);
+  strs_joined(h, "obs/well", got, sizeof got);
+  T_CHECK(strcmp(got, "W1|W2|W3|W4") == 0, "obs/well %s", got);
+  H5Fclose(h);
+  anndata_obs_free(&o);
+
+  /* Unlabelled: every label -1, no classes. */
+  static int32_t none[] = {-1, -1, -1, -1};
+  f.nclasses = 0, f.class_names = NULL, f.labels = none;
+  anndata_features_obs(&f, split, &o);
+  got[0] = '\0';
+  for (int c = 0; c < o.n; c++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", c ? "|" : "", o.cols[c].name);
+  T_CHECK(strcmp(got, "split|index|donor|well|label") == 0, "unlabelled obs columns %s", got);
+  anndata_obs_free(&o);
+}
+
 static void test_paths(void) {
   char out[64];
   anndata_features_path("run/features_0080.h5", out, sizeof out);
@@ -353,6 +408,7 @@ int main(int argc, char **argv) {
   test_structure();
   test_windows();
   test_refusals();
+  test_features_obs();
   test_paths();
   return t_finish();
 }

@@ -1,6 +1,6 @@
-/* tests/unit/analysis/test_features_io.c - features_EEEE.h5: round trip, atomic write, file selection, and one
+/* tests/unit/analysis/test_features_io.c - features_EEEE.h5: round trip, atomic write, file selection, one
  * malformed file per check of the reader (each must end with exit 3 and a message naming the file
- * and the problem). */
+ * and the problem), and the rows of an unlabelled set with metadata columns. */
 #include "build_config.h"
 
 #include <dirent.h>
@@ -378,6 +378,65 @@ static void test_malformed(void) {
   features_free(&f);
 }
 
+/* Rows of an unlabelled shard set with metadata columns: written, read whole and in parts; the
+ * reader's checks of them. */
+static void test_metadata(void) {
+  struct features f, g, m;
+  make_features(&f, 6, 4, 1);
+  free(f.class_names[0]);
+  f.nclasses = 0;
+  for (int64_t i = 0; i < f.n; i++) f.labels[i] = -1;
+  f.nmeta = 2;
+  f.meta_names = malloc(2 * sizeof *f.meta_names);
+  f.meta_names[0] = strdup("donor");
+  f.meta_names[1] = strdup("well, \"id\"");
+  f.meta = malloc((size_t)(2 * f.n) * sizeof *f.meta);
+  for (int64_t i = 0; i < f.n; i++) {
+    char v[32];
+    snprintf(v, sizeof v, "d%lld", (long long)(i % 3));
+    f.meta[i] = strdup(v);
+    snprintf(v, sizeof v, "W%02lld", (long long)i);
+    f.meta[f.n + i] = strdup(v);
+  }
+  const char *p = path_in("features_meta.h5");
+  features_write(p, &f);
+  features_read(p, &g);
+  T_CHECK(g.nclasses == 0 && g.labels[5] == -1, "unlabelled rows read back");
+  T_CHECK(g.nmeta == 2 && !strcmp(g.meta_names[1], "well, \"id\"") && g.meta, "metadata columns read back");
+  int same = g.nmeta == 2 && g.meta;
+  for (int64_t i = 0; same && i < 2 * f.n; i++) same = !strcmp(g.meta[i], f.meta[i]);
+  T_CHECK(same, "metadata values read back, column by column");
+  features_free(&g);
+  features_read_meta(p, &m);
+  T_CHECK(m.nmeta == 2 && m.meta == NULL && !strcmp(m.meta_names[0], "donor"), "the kNN's read: names, no values");
+  features_read_metadata(p, &m);
+  T_CHECK(m.meta && !strcmp(m.meta[4], "d1") && !strcmp(m.meta[m.n + 4], "W04"), "values on demand");
+  features_free(&m);
+
+  /* What the reader refuses. */
+  const char *q = good_copy("meta_labelled_row.h5", &f);
+  const int32_t lab[6] = {-1, -1, 0, -1, -1, -1};
+  const hsize_t n6 = 6;
+  replace_dset(q, "labels", H5T_NATIVE_INT32, 1, &n6, lab);
+  expect_fatal(q, "labels[2] = 0, but the file names no classes (unlabelled rows have label -1)");
+  q = good_copy("meta_short.h5", &f);
+  const char *five[5] = {"a", "b", "c", "d", "e"};
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  const hsize_t n5 = 5;
+  replace_dset(q, "metadata/donor", t, 1, &n5, five);
+  expect_fatal(q, "'metadata/donor' has 5 rows but 'features' has 6");
+  q = good_copy("meta_missing.h5", &f);
+  delete_link(q, "metadata/donor");
+  expect_fatal(q, "dataset 'metadata/donor' is missing");
+  q = good_copy("meta_slash.h5", &f);
+  const char *names[2] = {"donor", "a/b"};
+  replace_dset(q, "metadata_columns", t, 1, (const hsize_t[]){2}, names);
+  expect_fatal(q, "metadata column name 'a/b' is not a dataset name");
+  H5Tclose(t);
+  features_free(&f);
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
   dir = t_scratch_dir("test_features_io");
@@ -385,5 +444,6 @@ int main(int argc, char **argv) {
   test_helpers();
   test_read_rows();
   test_malformed();
+  test_metadata();
   return t_finish();
 }

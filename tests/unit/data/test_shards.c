@@ -1,6 +1,6 @@
 /* tests/unit/data/test_shards.c - shard writer and manifest round trip through dataset_open and
  * dataset_read_images (direct and HDF5 read paths, several threads), skipped-file bookkeeping,
- * and the errors dataset_open gives for broken shard sets. */
+ * the errors dataset_open gives for broken shard sets, and an unlabelled set with metadata columns. */
 #include "build_config.h"
 
 #include <hdf5.h>
@@ -354,6 +354,78 @@ static void broken(const char *dir) {
   expect_open_error("shard of another set", dir, "'images' has shape [5, 3, 6, 7], the manifest says [3, 3, 6, 7]");
 }
 
+/* A set of 5 images in 2 shards with metadata columns 'donor' and 'well id', nclasses classes and
+ * every label `label` (0 and -1: the good unlabelled set). */
+static void make_meta_set(const char *dir, int nclasses, int32_t label) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+  T_CHECK(system(cmd) == 0, "mkdir %s", dir);
+  const char *files[2] = {"shard-00000.h5", "shard-00001.h5"}, *meta_names[2] = {"donor", "well id"};
+  const int64_t counts[2] = {3, 2};
+  int32_t labels[5];
+  uint16_t img[C * HW] = {0};
+  for (int k = 0, i = 0; k < 2; k++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+    struct shard_writer *w = shard_writer_create(path, C, H, W, DATASET_U16, 1);
+    shard_writer_meta_columns(w, 2, meta_names);
+    for (int64_t j = 0; j < counts[k]; j++, i++) {
+      char rel[64], donor[16], well[32];
+      snprintf(rel, sizeof rel, "plate/img%d.tif", i);
+      snprintf(donor, sizeof donor, "d%d", i % 2);
+      snprintf(well, sizeof well, "A%02d, \"x\"", i);
+      const char *values[2] = {donor, well};
+      labels[i] = label;
+      shard_writer_add(w, img, label, i, rel);
+      shard_writer_add_meta(w, values);
+    }
+    shard_writer_close(w);
+  }
+  double mean[C] = {0.25, 0.5, 0.75}, sd[C] = {0.1, 0.2, 0.3};
+  struct manifest_info m = {
+      .channels = C, .height = H, .width = W, .dtype = DATASET_U16, .count = 5, .source_count = 5,
+      .nclasses = nclasses, .class_names = class_names, .channel_names = chan_names, .nmeta = 2,
+      .meta_names = meta_names, .nshards = 2, .shard_files = files, .shard_counts = counts, .labels = labels,
+      .mean = mean, .std = sd, .stats_images = 5, .tiff_dir = "/data", .stats_fraction = 0.2, .stats_seed = 42,
+      .source_dtype = "uint16", .file_list_hash = 99, .label_source = "none", .file_list = "/data/list.csv",
+  };
+  manifest_write(dir, &m);
+}
+
+static void metadata_unlabelled(const char *dir, const char *other) {
+  make_meta_set(dir, 0, -1);
+  struct dataset *ds = dataset_open(dir);
+  T_CHECK(dataset_nclasses(ds) == 0 && dataset_label(ds, 4) == -1, "unlabelled: no classes, label -1");
+  T_CHECK(!strcmp(dataset_class_name(ds, -1), DATASET_UNLABELLED), "the class name of label -1");
+  T_CHECK(dataset_nmeta(ds) == 2 && !strcmp(dataset_meta_name(ds, 1), "well id"), "metadata columns");
+  char v[64];
+  dataset_meta(ds, 4, 1, v, sizeof v);
+  T_CHECK(!strcmp(v, "A04, \"x\""), "image 4's well: %s", v);
+  dataset_meta(ds, 1, 0, v, sizeof v);
+  T_CHECK(!strcmp(v, "d1"), "image 1's donor: %s", v);
+  dataset_meta(ds, 3, 0, v, sizeof v);
+  T_CHECK(!strcmp(v, "d1"), "image 3's donor: %s", v);
+  dataset_close(ds);
+  struct manifest_settings st;
+  char why[1024];
+  T_CHECK(manifest_read_settings(dir, &st, why, sizeof why) == 0 && !strcmp(st.label_source, "none"),
+          "label_source: %s", st.label_source);
+  /* A set of a TIFF tree (roundtrip's) whose label_source is unreadable, as one made before the
+   * attribute existed: its classes came from the folders. */
+  edit_manifest(other, "label_source", NULL, 0, NULL);
+  T_CHECK(manifest_read_settings(other, &st, why, sizeof why) == 0 && !strcmp(st.label_source, "folders"),
+          "label_source without the attribute: %s", st.label_source);
+  ds = dataset_open(other);
+  T_CHECK(dataset_nmeta(ds) == 0, "a tree's set has no metadata");
+  dataset_close(ds);
+
+  make_meta_set(dir, 0, 1);
+  expect_open_error("labelled image, no classes", dir,
+                    "image 0 has label 1, but the set names no classes (an unlabelled set's labels are -1)");
+  make_meta_set(dir, 3, -1);
+  expect_open_error("label -1 with classes", dir, "image 0 has label -1, outside 0..2");
+}
+
 int main(int argc, char **argv) {
   t_init(argc, argv);
   const char *base = t_scratch_dir("test_shards");
@@ -368,5 +440,9 @@ int main(int argc, char **argv) {
   skipped_files(dir);
   snprintf(dir, sizeof dir, "%s/broken", base);
   broken(dir);
+  snprintf(dir, sizeof dir, "%s/meta", base);
+  char u16[4096];
+  snprintf(u16, sizeof u16, "%s/u16", base);
+  metadata_unlabelled(dir, u16);
   return t_finish();
 }

@@ -78,6 +78,7 @@ static void test_defaults(void) {
   T_CHECK(strcmp(C.training.precision, "auto") == 0 && C.training.restart == 0, "precision");
   static const long k[] = {5, 10, 50, 100, 200, 500};
   T_CHECK(C.knn.n_k == 6, "six k");
+  T_CHECK(C.knn.n_group_by == 1 && strcmp(C.knn.group_by[0], "metadata") == 0, "group_by = 'metadata'");
   for (int i = 0; i < 6; i++) T_CHECK(C.knn.k[i] == k[i], "k(%d)", i + 1);
   T_CHECK(C.knn.k[6] == 0 && C.knn.temperature == 0.1, "unused slots are zero");
   T_CHECK(C.attention.image_size == 480 && strcmp(C.system.device, "auto") == 0, "attention, system");
@@ -255,7 +256,23 @@ static void test_cross_checks(void) {
   EXPECT_ERR(CTRL "&data channel_names = 'a', 'b', channels = 0, 2 /", 1,
              "channels(2) = 2, but channel_names names only 2 channels (0 to 1)");
   EXPECT_ERR("&control calculation = 'prepare' /", 1,
-             "t.nml:1:10: calculation = 'prepare' needs tiff_dir in &data (the TIFF tree to convert)");
+             "t.nml:1:10: calculation = 'prepare' needs tiff_dir (the TIFF tree to convert) or file_list (a CSV "
+             "listing the images) in &data");
+  EXPECT_OK("&control calculation = 'prepare' / &data file_list = 'l.csv' /");
+  EXPECT_OK("&control calculation = 'prepare' / &data file_list = 'l.csv', labels = 'column', label_column = 'type' /");
+  EXPECT_OK("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'none' /");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', file_list = 'l.csv' /", 1,
+             "t.nml:1:58: set one of tiff_dir and file_list: both name the images to prepare");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l.csv', labels = 'folders' /", 1,
+             "t.nml:1:63: labels = 'folders' takes the classes from the folders of tiff_dir; with file_list use");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'column' /", 1,
+             "labels = 'column' takes the classes from a column of file_list, which is not set");
+  EXPECT_ERR("&control calculation = 'prepare' / &data tiff_dir = 't', labels = 'none', folder_depth_for_labels = 0 /",
+             1, "folder_depth_for_labels applies to classes from the folders of tiff_dir, not to labels = 'none'");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l', path_column = 'p', label_column = 'p' /", 1,
+             "label_column and path_column both name 'p'");
+  EXPECT_ERR("&control calculation = 'prepare' / &data file_list = 'l', path_column = '' /", 1,
+             "path_column must name the file_list column of the image paths");
   EXPECT_ERR("&control calculation = 'pipeline' /", 0, "");
   EXPECT_OK("&control calculation = 'prepare' / &data tiff_dir = '/fsx/tiffs' /");
   EXPECT_OK("&control calculation = 'train' /");
@@ -266,6 +283,10 @@ static void test_cross_checks(void) {
   EXPECT_ERR(CTRL "&training min_lr = 0.01 /", 1, "min_lr = 0.01 is larger than lr = 0.0005");
   EXPECT_ERR(CTRL "&knn k = 5, 10, 5 /", 1, "k(3) = 5 repeats k(1)");
   EXPECT_ERR(CTRL "&knn k = /", 1, "k needs at least one neighbour count");
+  EXPECT_OK(CTRL "&knn group_by = 'folder', 'donor', 'metadata' /");
+  EXPECT_OK(CTRL "&knn group_by = 'none' /");
+  EXPECT_ERR(CTRL "&knn group_by = 'donor', 'none' /", 1, "group_by = 'none' (no groups) stands alone");
+  EXPECT_ERR(CTRL "&knn group_by = '' /", 1, "group_by names an empty column; use 'none' for no groups");
   EXPECT_ERR("&control calculation = 'train', run_dir = '' /", 1, "run_dir must not be empty");
   EXPECT_ERR(CTRL "&data shard_dir = '' /", 1, "shard_dir must not be empty");
   EXPECT_ERR(CTRL "&training precision = 'bf16' / &system device = 'cpu' /", 1,
