@@ -145,8 +145,8 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
 int knn_run(const struct config *cfg) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
-  const struct ops *ops = backend_select(cfg);
-  knn_set_ops(ops);
+  const struct device *dev = backend_select(cfg);
+  knn_set_device(dev);
   knn_set_block_rows(cfg->knn.block_rows);
   const int nk = cfg->knn.n_k;
   if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
@@ -166,7 +166,7 @@ int knn_run(const struct config *cfg) {
   features_read_meta(fpath, &f); /* each rank reads the rows it uses (knn_evaluate_rows) */
   log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the %s "
            "backend, reference rows shared over %d rank%s", fpath, f.n, f.d, f.nclasses, f.checkpoint_key, f.epoch,
-           ops->name, comm_size(), comm_size() > 1 ? "s" : "");
+           dev->name, comm_size(), comm_size() > 1 ? "s" : "");
 
   /* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
   int64_t *perm = xmalloc(MUL_SIZE((size_t)f.n, sizeof *perm));
