@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "cuda/analysis/features_gpu.h"
+#include "cuda/analysis/features_kernels.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
-#include "cuda/analysis/features_gpu.h"
-#include "cuda/features_kernels.h"
 #include "data/shards.h"
 
 struct features_gpu {

@@ -1,7 +1,7 @@
 /* knn_gpu.h - the kNN neighbour lists on a device with the knn service (backend/device.h: the CUDA
  * backend's): the reference rows stay on the device, the similarities of a block of test rows
  * against a tile of reference rows come from one fp32 GEMM (the backend's matmul_f32: cuBLASLt, no
- * TF32), and the service's selection (cuda/knn_kernels.cu) keeps each row's kmax nearest across the
+ * TF32), and the service's selection (cuda/analysis/knn_kernels.cu) keeps each row's kmax nearest across the
  * tiles.  The lists are those of knn_select_cpu for the same
  * similarities (analysis/knn_lists.h); fp32 GEMMs on the two devices may round a similarity
  * differently in the last bit, which changes a list only where two rows are that close. */

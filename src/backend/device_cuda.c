@@ -10,10 +10,10 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/log.h"
-#include "cuda/augment_gpu.h"
-#include "cuda/backend_cuda.h"
 #include "cuda/analysis/features_gpu.h"
-#include "cuda/knn_kernels.h"
+#include "cuda/analysis/knn_kernels.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/data/augment_gpu.h"
 
 #ifdef HAVE_NCCL
 static struct grad_comm *nccl_comm(const struct device *dev) { return grad_comm_nccl_create(dev->ops, 0); }

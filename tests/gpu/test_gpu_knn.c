@@ -1,6 +1,6 @@
 /* test_gpu_knn.c - the kNN neighbour lists on the GPU against the CPU's.
  *
- * 1. The selection kernel (cuda/knn_kernels.cu) on given similarities, fed in tiles of several
+ * 1. The selection kernel (cuda/analysis/knn_kernels.cu) on given similarities, fed in tiles of several
  *    widths, against knn_select_row: entry for entry equal, with similarities from a few dozen
  *    values (ties everywhere, decided by position), k = 1 to KK_MAX_K, fewer rows than k (empty
  *    entries kept), and a row of equal similarities.
@@ -21,8 +21,8 @@
 #include "analysis/knn_lists.h"
 #include "backend/backend.h"
 #include "core/rng.h"
+#include "cuda/analysis/knn_kernels.h"
 #include "cuda/backend_cuda.h"
-#include "cuda/knn_kernels.h"
 #include "tests/fixtures/testutil.h"
 #include "tests/gpu/gpu_util.h"
 

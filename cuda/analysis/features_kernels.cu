@@ -4,8 +4,8 @@
  * CPU's bit for bit.  The host side (staging, taps, statuses) is cuda/analysis/features_gpu.c. */
 #include "build_config.h"
 
-#include "cuda/cuda_internal.h"
-#include "cuda/features_kernels.h"
+#include "cuda/analysis/features_kernels.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define FK_THREADS 256
 
