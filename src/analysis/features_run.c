@@ -206,7 +206,7 @@ static void file_meta_free(struct features *f) {
 
 void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   const double t0 = wtime();
-  const struct ops *ops = backend_select(cfg);
+  const struct device *dev = backend_select(cfg);
   char ckpt[4096];
   features_checkpoint_path(cfg, ckpt, sizeof ckpt);
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
@@ -220,13 +220,13 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   struct features_net net;
   struct ckpt_embed emb;
   checkpoint_embed_from_config(cfg, &emb);
-  features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
+  features_net_load(&net, dev, &d, &emb, ckpt, cfg->features.checkpoint_key);
 
   int64_t n;
   int64_t *idx = subset_rows(cfg, ds, &n);
   log_info("features: %s network of %s (epoch %" PRId64 "), %s subset: %" PRId64 " of %" PRId64
            " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
-           dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
+           dataset_count(ds), prep.nsel, prep.oh, prep.ow, dev->name);
   const int root = comm_rank() == 0;
   int8_t *status = root ? xmalloc((size_t)n) : NULL;
   /* Written while computed: no rank holds more than a few batches of rows (features.h). */
@@ -311,9 +311,9 @@ float *features_random_init(const struct config *cfg, const struct features *f, 
   struct vit_dims d;
   int64_t epoch;
   features_checkpoint_dims(cfg, f->checkpoint, &prep, &d, &epoch);
-  const struct ops *ops = backend_select(cfg);
+  const struct device *dev = backend_select(cfg);
   struct features_net net;
-  features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
+  features_net_random(&net, dev, &d, (uint64_t)cfg->control.seed);
   log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",
            f->checkpoint, d.dim, d.depth, d.patch, net.source, f->n);
   float *x = features_compute(&net, &prep, ds, f->index, f->n, (int)cfg->features.batch_size, 1, NULL, NULL,
