@@ -5,7 +5,7 @@
  *   knn_bench [--test N] [--train N] [--dim D] [--classes C] [--threads T] [--block-mb MB]
  *             [--repeat R] [--device cpu|cuda]
  * One process; threads via --threads (else OMP_NUM_THREADS / OpenBLAS default).  --device cuda
- * (CUDA builds): the similarity GEMMs and the neighbour selection on the GPU (knn_set_ops), the
+ * (CUDA builds): the similarity GEMMs and the neighbour selection on the GPU (knn_set_device), the
  * votes on the host, as calculation='knn' runs there; --block-mb is then the GPU's similarity
  * scratch (default 512). */
 #include "build_config.h"
@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #ifdef HAVE_CUDA
+#include "backend/backend.h"
 #include "cuda/backend_cuda.h"
 #endif
 
@@ -85,12 +86,12 @@ int main(int argc, char **argv) {
   char devname[300] = "CPU";
   if (gpu) {
 #ifdef HAVE_CUDA
-    const struct ops *o = backend_cuda_for("fp32");
-    if (!o) {
+    const struct device *dev = backend_device_cuda("fp32");
+    if (!dev) {
       fprintf(stderr, "knn_bench: --device cuda: no usable GPU: %s\n", backend_cuda_why_not());
       return 77;
     }
-    knn_set_ops(o);
+    knn_set_device(dev);
     struct backend_cuda_info info;
     backend_cuda_info(&info);
     snprintf(devname, sizeof devname, "%s", info.name);

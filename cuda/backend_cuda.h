@@ -58,7 +58,7 @@ void *backend_cuda_stream(void);
  * the fp32 table keeps 'gemm').  Setting it drops cuDNN's cached plans and refusals. */
 void backend_cuda_set_attention(const char *impl);
 const char *backend_cuda_attention(void);
-/* The flash kernels' refinements on tensor cores (cuda/attention_mma.cu), for comparisons: bit 1
+/* The flash kernels' refinements on tensor cores (cuda/ops/attention_mma.cu), for comparisons: bit 1
  * the ragged last tile computes only its column tiles that hold tokens, bit 2 sequences of at most
  * 64 tokens take the one-kernel backward, bit 4 registers capped for more blocks per multiprocessor;
  * 7 (all) by default. */
@@ -71,7 +71,7 @@ void backend_cuda_set_flash_options(int opts);
 void backend_cuda_set_bias_grad(const char *how);
 const char *backend_cuda_bias_grad(void);
 long backend_cuda_bias_grad_fused(void);
-/* GELU inside the GEMMs (cuBLASLt's GELU epilogues, cuda/gelu_gemm.cu): "epilogue" (default: where
+/* GELU inside the GEMMs (cuBLASLt's GELU epilogues, cuda/ops/gelu_gemm.cu): "epilogue" (default: where
  * the library computes the model's GELU, see backend_cuda_gelu_library) or "kernel" (always a
  * kernel of its own).  backend_cuda_gelu_library: the
  * GELU cuBLASLt's epilogue computes for fp32 (bf16 = 0) or bf16 activations, found by a probe:

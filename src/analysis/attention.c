@@ -174,7 +174,7 @@ static void compute_size(const struct features_net *net, struct dataset *ds, con
 
 int attention_run(const struct config *cfg) {
   const double t0 = wtime();
-  const struct ops *ops = backend_select(cfg);
+  const struct device *dev = backend_select(cfg);
   char ckpt[4096];
   features_checkpoint_path(cfg, ckpt, sizeof ckpt);
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
@@ -200,7 +200,7 @@ int attention_run(const struct config *cfg) {
   struct features_net net;
   struct ckpt_embed emb;
   checkpoint_embed_from_config(cfg, &emb);
-  features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
+  features_net_load(&net, dev, &d, &emb, ckpt, cfg->features.checkpoint_key);
 
   int64_t n;
   int64_t *idx = choose_images(cfg, ds, &n);

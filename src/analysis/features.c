@@ -21,9 +21,6 @@
 #include "model/arena.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
-#ifdef HAVE_CUDA
-#include "analysis/features_gpu.h"
-#endif
 
 void features_checkpoint_path(const struct config *cfg, char *buf, size_t n) {
   if (cfg->features.checkpoint[0])
@@ -32,8 +29,10 @@ void features_checkpoint_path(const struct config *cfg, char *buf, size_t n) {
     fs_join(buf, n, cfg->control.run_dir, CKPT_FILE);
 }
 
-static void net_setup(struct features_net *n, const struct ops *ops, const struct vit_dims *d) {
+static void net_setup(struct features_net *n, const struct device *dev, const struct vit_dims *d) {
+  const struct ops *ops = dev->ops;
   memset(n, 0, sizeof *n);
+  n->dev = dev;
   n->ops = ops;
   tensors_init(&n->tt);
   struct vit_dims dd = *d;
@@ -56,9 +55,10 @@ void features_net_layout(struct features_net *n, int n_last_blocks, int avgpool,
 
 int features_net_width(const struct features_net *n) { return (n->n_last_blocks + n->avgpool) * n->vit.d.dim; }
 
-void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+void features_net_load(struct features_net *n, const struct device *dev, const struct vit_dims *d,
                        const struct ckpt_embed *emb, const char *checkpoint, const char *key) {
-  net_setup(n, ops, d);
+  const struct ops *ops = dev->ops;
+  net_setup(n, dev, d);
   const enum ckpt_which w = strcmp(key, "student") == 0 ? CKPT_STUDENT : CKPT_TEACHER;
   checkpoint_load_weights(checkpoint, w, emb, &n->tt, ops, n->params);
   if (ops->params_changed) ops->params_changed(n->params, n->tt.size);
@@ -66,9 +66,10 @@ void features_net_load(struct features_net *n, const struct ops *ops, const stru
   snprintf(n->key, sizeof n->key, "%s", checkpoint_which_name(w));
 }
 
-void features_net_random(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+void features_net_random(struct features_net *n, const struct device *dev, const struct vit_dims *d,
                          uint64_t seed) {
-  net_setup(n, ops, d);
+  const struct ops *ops = dev->ops;
+  net_setup(n, dev, d);
   float *host = xmalloc(MUL_SIZE(n->tt.size, sizeof(float)));
   init_params(&n->tt, host, seed);
   ops->upload(n->params, host, n->tt.size * sizeof(float));
@@ -206,7 +207,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
 
   /* What this needs per rank, before any of it is taken (core/membudget.h). */
   struct membudget mb = {0};
-  const int gpu = !strcmp(ops->name, "cuda");
+  /* the device prepares the images from raw batches; it holds the network in memory of its own */
+  const struct device_features_prep *dprep = net->dev->features_prep;
+  const int own_mem = net->dev->memory != NULL;
   const double img_bytes = (double)C * oh * ow * sizeof(float);
   /* streamed: this rank's batch, and rank 0's receive buffer; else the gathered rows */
   const double kept_rows = stream ? (rank == 0 ? 2.0 * B : 3.0 * B) : (double)(all_ranks || rank == 0 ? n : mine);
@@ -216,9 +219,9 @@ float *features_compute(const struct features_net *net, const struct features_pr
   else
     membudget_add(&mb, kept_rows * D * sizeof(float) + (double)n, "the features", "%lld images, the model's embed_dim %d",
                   (long long)n, D);
-  membudget_add(&mb, 2.0 * B * (double)dataset_image_bytes(ds) + (gpu ? 0 : 2 * B * img_bytes), "image batches",
-                "batch_size = %d, features resize = %d x %d, the channels", B, oh, ow);
-  if (!gpu)
+  membudget_add(&mb, 2.0 * B * (double)dataset_image_bytes(ds) + (dprep ? 0 : 2 * B * img_bytes),
+                "image batches", "batch_size = %d, features resize = %d x %d, the channels", B, oh, ow);
+  if (!own_mem)
     membudget_add(&mb, (double)vit_infer_bytes(v, ops, B, oh, ow) + (double)net->tt.size * sizeof(float),
                   "the network and its activations", "batch_size = %d, features resize, the model", B);
   const double parts_b = parts_bytes(net, ops, B, vit_tokens(v, oh, ow));
@@ -234,13 +237,17 @@ float *features_compute(const struct features_net *net, const struct features_pr
   struct vit_pass pass;
   struct vit_scratch scr;
   vit_infer_plan(&pass, &scr, v, &a, ops, "features", B, oh, ow);
-  /* On the CUDA backend the GPU prepares the images from the raw batch: the same input bit for bit
-   * (analysis/features_gpu.h), and the host only reads the shards. */
-#ifdef HAVE_CUDA
-  struct features_gpu *fg = !strcmp(ops->name, "cuda") && !prep->image ? features_gpu_create(prep, B) : NULL;
-#else
-  void *fg = NULL;
-#endif
+  /* A device with the features_prep service (the CUDA backend's) prepares the images from the raw
+   * batch: the same input bit for bit, and the host only reads the shards. */
+  struct features_gpu *fg = NULL;
+  if (dprep && !prep->image) { /* augmented crops (linear_aug.c) are made on the host */
+    const struct device_image_prep ip = {.C_all = prep->C_all, .H = prep->H, .W = prep->W, .dtype = prep->dtype,
+                                         .sel = prep->sel, .nsel = prep->nsel, .mean = prep->mean,
+                                         .std = prep->std, .normalize = prep->normalize, .oh = prep->oh,
+                                         .ow = prep->ow, .ih = prep->ih, .iw = prep->iw, .wh = prep->wh,
+                                         .ww = prep->ww};
+    fg = dprep->create(&ip, B);
+  }
   const size_t img_floats = (size_t)C * oh * ow;
   float *img_host = fg ? NULL : xmalloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
   float *img_dev = ops->alloc(MUL_SIZE(MUL_SIZE((size_t)B, img_floats), sizeof(float)));
@@ -268,9 +275,7 @@ float *features_compute(const struct features_net *net, const struct features_pr
   for (int64_t b0 = 0, k = 0; b0 < mine; b0 += B, k++) {
     const int cnt = (int)(mine - b0 < B ? mine - b0 : B);
     const void *raw = raws[k % 2];
-#ifdef HAVE_CUDA
-    if (fg) features_gpu_prep(fg, raw, cnt, img_dev);
-#endif
+    if (fg) dprep->prep(fg, raw, cnt, img_dev);
     if (!fg) {
 #pragma omp parallel
       {
@@ -295,9 +300,7 @@ float *features_compute(const struct features_net *net, const struct features_pr
     }
     float *dst = stream ? my_out : my_out + (size_t)b0 * D;
     parts_rows(&parts, ops, cls_dev, cnt, dst);
-#ifdef HAVE_CUDA
-    if (fg) features_gpu_status(fg, my_st + b0, cnt);
-#endif
+    if (fg) dprep->status(fg, my_st + b0, cnt);
     /* An image that could not be prepared has no features: a zero row, flagged in status. */
     for (int i = 0; i < cnt; i++)
       if (my_st[b0 + i] == FEATURES_PREP_NONFINITE) memset(dst + (size_t)i * D, 0, (size_t)D * sizeof(float));
@@ -312,9 +315,7 @@ float *features_compute(const struct features_net *net, const struct features_pr
   free(raws[0]);
   free(raws[1]);
   free(img_host);
-#ifdef HAVE_CUDA
-  features_gpu_destroy(fg);
-#endif
+  if (fg) dprep->destroy(fg);
   ops->free(img_dev);
   ops->free(cls_act);
   ops->free(cls_dev);

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/device.h"
 #include "input/config.h"
 #include "model/ops.h"
 #include "model/tensor.h"
@@ -120,7 +121,8 @@ void features_bilinear(const double *src, int W, int top, int left, const int *i
 
 /* A backbone ready for inference: its tensor table, the ViT and the weights on the device. */
 struct features_net {
-  const struct ops *ops;
+  const struct device *dev; /* the backend (backend/device.h) */
+  const struct ops *ops;    /* dev->ops */
   struct tensor_table tt;
   struct vit vit;
   float *params;          /* device, tt.size floats */
@@ -145,12 +147,12 @@ int features_net_width(const struct features_net *n);
  * (features_checkpoint_dims); emb (NULL: none) adapts a patch embedding of another channel count
  * (&model use_mean_patch_embedding, custom_embedding_map). */
 struct ckpt_embed;
-void features_net_load(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+void features_net_load(struct features_net *n, const struct device *dev, const struct vit_dims *d,
                        const struct ckpt_embed *emb, const char *checkpoint, const char *key);
 /* A freshly initialised backbone of the given dimensions: the training's initial weights for
  * that seed (init.h: the backbone tensors come first in the table, so their streams are those of
  * the full model). */
-void features_net_random(struct features_net *n, const struct ops *ops, const struct vit_dims *d,
+void features_net_random(struct features_net *n, const struct device *dev, const struct vit_dims *d,
                          uint64_t seed);
 void features_net_free(struct features_net *n);
 

@@ -223,7 +223,7 @@ static void file_meta_free(struct features *f) {
 
 void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   const double t0 = wtime();
-  const struct ops *ops = backend_select(cfg);
+  const struct device *dev = backend_select(cfg);
   char ckpt[4096];
   features_checkpoint_path(cfg, ckpt, sizeof ckpt);
   struct dataset *ds = dataset_open(cfg->data.shard_dir);
@@ -237,7 +237,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   struct features_net net;
   struct ckpt_embed emb;
   checkpoint_embed_from_config(cfg, &emb);
-  features_net_load(&net, ops, &d, &emb, ckpt, cfg->features.checkpoint_key);
+  features_net_load(&net, dev, &d, &emb, ckpt, cfg->features.checkpoint_key);
   features_net_layout(&net, (int)cfg->features.n_last_blocks, cfg->features.avgpool_patchtokens, 1,
                       "features.n_last_blocks");
   const int width = features_net_width(&net);
@@ -246,7 +246,7 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
   int64_t *idx = subset_rows(cfg, ds, &n);
   log_info("features: %s network of %s (epoch %" PRId64 "), %s subset: %" PRId64 " of %" PRId64
            " images, %d channels resized to %dx%d, %s backend", net.key, ckpt, epoch, cfg->features.subset, n,
-           dataset_count(ds), prep.nsel, prep.oh, prep.ow, ops->name);
+           dataset_count(ds), prep.nsel, prep.oh, prep.ow, dev->name);
   if (net.n_last_blocks > 1 || net.avgpool)
     log_info("features: rows of %d values: the CLS tokens of blocks %d to %d%s (embed_dim %d each)", width,
              d.depth - net.n_last_blocks, d.depth - 1, net.avgpool ? " and the mean patch token of the last" : "",
@@ -335,9 +335,9 @@ float *features_random_init(const struct config *cfg, const struct features *f, 
   struct vit_dims d;
   int64_t epoch;
   features_checkpoint_dims(cfg, f->checkpoint, &prep, &d, &epoch);
-  const struct ops *ops = backend_select(cfg);
+  const struct device *dev = backend_select(cfg);
   struct features_net net;
-  features_net_random(&net, ops, &d, (uint64_t)cfg->control.seed);
+  features_net_random(&net, dev, &d, (uint64_t)cfg->control.seed);
   /* the rows of the features it is compared with: the same blocks */
   features_net_layout(&net, f->n_last_blocks, f->avgpool, 1, "the features file's n_last_blocks");
   log_info("random-init baseline: %s backbone (embed_dim %d, depth %d, patch %d), %s, %" PRId64 " images",

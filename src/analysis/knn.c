@@ -12,11 +12,8 @@
 #include <string.h>
 
 #include "analysis/knn.h"
-#include "analysis/knn_lists.h"
-#ifdef HAVE_CUDA
 #include "analysis/knn_gpu.h"
-#include "cuda/knn_kernels.h"
-#endif
+#include "analysis/knn_lists.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/comm_mpi.h"
@@ -34,10 +31,11 @@ static int64_t knn_block_rows;
 
 void knn_set_block_rows(int64_t rows) { knn_block_rows = rows > 0 ? rows : 0; }
 
-/* The backend of the similarity GEMM and the selection: NULL for the CPU, else the CUDA table. */
-static const struct ops *knn_ops;
+/* The device of the similarity GEMM and the selection: NULL for the CPU, else one with the knn
+ * service. */
+static const struct device *knn_dev;
 
-void knn_set_ops(const struct ops *ops) { knn_ops = ops && strcmp(ops->name, "cpu") ? ops : NULL; }
+void knn_set_device(const struct device *dev) { knn_dev = dev && dev->knn ? dev : NULL; }
 
 static struct {
   char label[128];
@@ -111,20 +109,11 @@ struct engine {
   int d, kmax;
   size_t sim_bytes;
   int64_t block_rows;    /* test rows per call: the same on every rank */
-#ifdef HAVE_CUDA
   struct knn_gpu *gpu;
-#endif
 };
 
 /* Whether the lists of this kmax are made on the GPU. */
-static int on_gpu(int kmax) {
-#ifdef HAVE_CUDA
-  return knn_ops != NULL && kmax <= KK_MAX_K;
-#else
-  (void)kmax;
-  return 0;
-#endif
-}
+static int on_gpu(int kmax) { return knn_dev != NULL && kmax <= knn_dev->knn->max_k; }
 
 static size_t sim_bytes_for(int gpu) {
   return knn_block_bytes ? knn_block_bytes : gpu ? (size_t)512 << 20 : (size_t)64 << 20;
@@ -133,9 +122,7 @@ static size_t sim_bytes_for(int gpu) {
 /* Test rows per block for shares of at most n_ref_max rows: the same on every rank. */
 static int64_t block_rows_for(int64_t n_ref_max, int gpu) {
   int64_t cols = n_ref_max > 0 ? n_ref_max : 1;
-#ifdef HAVE_CUDA
   if (gpu && cols > KNN_GPU_TILE) cols = KNN_GPU_TILE;
-#endif
   int64_t rows = knn_block_rows ? knn_block_rows : (int64_t)(sim_bytes_for(gpu) / ((size_t)cols * sizeof(float)));
   return rows < 1 ? 1 : rows;
 }
@@ -150,16 +137,12 @@ static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64
   e->d = d;
   e->kmax = kmax;
   const int gpu = on_gpu(kmax);
-#ifdef HAVE_CUDA
-  if (knn_ops != NULL && !gpu)
+  if (knn_dev != NULL && !gpu)
     log_warn("kNN: the largest k (%d) exceeds the GPU selection's %d: neighbours are selected on the CPU", kmax,
-             KK_MAX_K);
-#endif
+             knn_dev->knn->max_k);
   e->sim_bytes = sim_bytes_for(gpu);
   e->block_rows = block_rows_for(n_ref_max, gpu);
-#ifdef HAVE_CUDA
-  if (gpu && n_ref > 0) e->gpu = knn_gpu_create(knn_ops, ref, n_ref, d, kmax, e->block_rows);
-#endif
+  if (gpu && n_ref > 0) e->gpu = knn_gpu_create(knn_dev, ref, n_ref, d, kmax, e->block_rows);
 }
 
 double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax, int nclasses, int nk) {
@@ -180,20 +163,16 @@ double knn_rows_host_bytes(int64_t n_train, int64_t n_test, int d, int64_t kmax,
 }
 
 static void engine_lists(struct engine *e, const float *test, int64_t n, struct knn_nb *lists, struct knn_result *r) {
-#ifdef HAVE_CUDA
   if (e->gpu) {
     knn_gpu_select(e->gpu, test, n, e->pos0, lists, &r->seconds_gemm, &r->seconds_select);
     return;
   }
-#endif
   knn_select_cpu(e->ref, e->n_ref, e->pos0, test, n, e->d, e->kmax, lists, e->sim_bytes, &r->seconds_gemm,
                  &r->seconds_select);
 }
 
 static void engine_close(struct engine *e) {
-#ifdef HAVE_CUDA
   knn_gpu_destroy(e->gpu);
-#endif
   memset(e, 0, sizeof *e);
 }
 

@@ -43,6 +43,7 @@
 #include <stdio.h>
 
 #include "analysis/features_io.h"
+#include "backend/device.h"
 #include "input/config.h"
 #include "model/ops.h"
 
@@ -104,10 +105,11 @@ void knn_evaluate(const float *train, const int32_t *train_labels, int64_t n_tra
                   const int32_t *test_labels, int64_t n_test, int d, int nclasses, const int64_t *k,
                   int nk, double temperature, struct knn_result *r);
 
-/* The similarity GEMM and the neighbour selection run on this backend: the CUDA table (the GPU
- * path, for the largest k up to 2048) or NULL / the CPU table (the default).  The lists, and so
- * the results, are the same on both for the same similarities (knn_lists.h). */
-void knn_set_ops(const struct ops *ops);
+/* The similarity GEMM and the neighbour selection run on this device when it has the knn service
+ * (the CUDA backend's: the GPU path, for the largest k up to the service's max_k), else (NULL, or
+ * the CPU backend's, the default) on the CPU.  The lists, and so the results, are the same on both
+ * for the same similarities (knn_lists.h). */
+void knn_set_device(const struct device *dev);
 
 /* Where a feature set's n rows of d values come from, each rank taking only the rows it uses: in
  * memory (x [n][d]), a features file (path and its features_read_meta), or made on demand (fill,

@@ -7,11 +7,10 @@
 #include "analysis/knn_gpu.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "cuda/backend_cuda.h"
-#include "cuda/knn_kernels.h"
 
 struct knn_gpu {
   const struct ops *ops;
+  const struct device_knn *sel; /* the device's selection */
   int64_t n_ref, block_rows;
   int d, kmax, tile;
   float *ref, *test, *sim; /* device */
@@ -21,11 +20,14 @@ struct knn_gpu {
   int32_t *hp;
 };
 
-struct knn_gpu *knn_gpu_create(const struct ops *ops, const float *ref, int64_t n_ref, int d, int kmax,
+struct knn_gpu *knn_gpu_create(const struct device *dev, const float *ref, int64_t n_ref, int d, int kmax,
                                int64_t block_rows) {
-  SCD_ASSERT(n_ref >= 1 && n_ref <= INT32_MAX && d >= 1 && kmax >= 1 && kmax <= KK_MAX_K && block_rows >= 1);
+  SCD_ASSERT(dev->knn && n_ref >= 1 && n_ref <= INT32_MAX && d >= 1 && kmax >= 1 && kmax <= dev->knn->max_k &&
+             block_rows >= 1);
+  const struct ops *ops = dev->ops;
   struct knn_gpu *g = xcalloc(1, sizeof *g);
   g->ops = ops;
+  g->sel = dev->knn;
   g->n_ref = n_ref;
   g->d = d;
   g->kmax = kmax;
@@ -63,10 +65,9 @@ void knn_gpu_select(struct knn_gpu *g, const float *test, int64_t n_test, int64_
   SCD_ASSERT(n_test >= 0 && n_test <= g->block_rows && pos0 >= 0 && pos0 + g->n_ref <= INT32_MAX);
   if (n_test == 0) return;
   const struct ops *ops = g->ops;
-  void *stream = backend_cuda_stream();
   const size_t nl = (size_t)n_test * (size_t)g->kmax;
   ops->upload(g->test, test, (size_t)n_test * (size_t)g->d * sizeof(float));
-  kk_lists_clear(g->ls, g->lp, (int64_t)nl, stream);
+  g->sel->lists_clear(g->ls, g->lp, (int64_t)nl);
   for (int64_t c0 = 0; c0 < g->n_ref; c0 += g->tile) {
     const int w = (int)(g->n_ref - c0 < g->tile ? g->n_ref - c0 : g->tile);
     double t0 = wtime();
@@ -74,7 +75,7 @@ void knn_gpu_select(struct knn_gpu *g, const float *test, int64_t n_test, int64_
     ops->matmul_f32(g->sim, g->test, g->ref + (size_t)c0 * (size_t)g->d, (int)n_test, w, g->d, 0, 1, 0.0f);
     ops->sync();
     double t1 = wtime();
-    kk_topk(g->sim, n_test, w, w, (int)c0, g->kmax, g->ls, g->lp, stream);
+    g->sel->topk(g->sim, n_test, w, w, (int)c0, g->kmax, g->ls, g->lp);
     ops->sync();
     *t_gemm += t1 - t0;
     *t_select += wtime() - t1;

@@ -150,8 +150,8 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
 int knn_run(const struct config *cfg) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
-  const struct ops *ops = backend_select(cfg);
-  knn_set_ops(ops);
+  const struct device *dev = backend_select(cfg);
+  knn_set_device(dev);
   knn_set_block_rows(cfg->knn.block_rows);
   const int nk = cfg->knn.n_k;
   if (nk < 1) scd_fatal(SCD_EXIT_INPUT, "knn.k is empty: give at least one neighbour count");
@@ -182,12 +182,12 @@ int knn_run(const struct config *cfg) {
   if (rs.pair)
     log_info("kNN: reference %s (%" PRId64 " rows), query %s (%" PRId64 " rows): %d features, %d classes (%s network, "
              "epoch %" PRId64 "); neighbours on the %s backend, reference rows shared over %d rank%s", rs.ref_path,
-             rs.n_train, rs.query_path, rs.n_test, f->d, rs.nclasses, f->checkpoint_key, f->epoch, ops->name,
+             rs.n_train, rs.query_path, rs.n_test, f->d, rs.nclasses, f->checkpoint_key, f->epoch, dev->name,
              comm_size(), comm_size() > 1 ? "s" : "");
   else
     log_info("kNN: %s: %" PRId64 " rows of %d features, %d classes (%s network, epoch %" PRId64 "); neighbours on the "
              "%s backend, reference rows shared over %d rank%s", rs.ref_path, f->n, f->d, f->nclasses,
-             f->checkpoint_key, f->epoch, ops->name, comm_size(), comm_size() > 1 ? "s" : "");
+             f->checkpoint_key, f->epoch, dev->name, comm_size(), comm_size() > 1 ? "s" : "");
   const int64_t n_train = rs.n_train, n_test = rs.n_test;
 
   /* The neighbours kept per query row: -1 = the largest k with two files, none with one. */

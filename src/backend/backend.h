@@ -1,4 +1,5 @@
-/* backend.h - choice of the compute backend (system%device) and of the gradient communicator.
+/* backend.h - choice of the compute backend (system%device): the device (backend/device.h) with
+ * its op table, gradient communicators and services.
  *
  *   device = 'cpu'   the CPU backend (backend_cpu)
  *   device = 'auto'  the CUDA backend when this build has one (HAVE_CUDA) and a GPU is usable, else
@@ -8,27 +9,26 @@
 #ifndef SCDINO_BACKEND_H
 #define SCDINO_BACKEND_H
 
+#include "backend/device.h"
 #include "input/config.h"
-#include "model/grad_comm.h"
-#include "model/ops.h"
 
-/* The backend for cfg->system.device (main.c has already set the thread counts). */
-const struct ops *backend_select(const struct config *cfg);
+/* The device for cfg->system.device (main.c has already set the thread counts).  Collective: every
+ * rank gets the same backend. */
+const struct device *backend_select(const struct config *cfg);
 
-/* The CUDA backend (cuda/, only when HAVE_CUDA): NULL when no GPU is usable.  On a CUDA backend it
- * selects this rank's GPU (local rank modulo the visible devices). */
-const struct ops *backend_cuda(void);
+/* The CPU backend's device (no services). */
+const struct device *backend_device_cpu(void);
+
+/* The CUDA backend's device for precision 'auto' (= bf16), 'bf16' or 'fp32' (device_cuda.c, CUDA
+ * builds only): NULL when no GPU is usable (cuda/ops/backend_cuda.h says why).  It does not read
+ * the deck's &gpu group; backend_select does that. */
+const struct device *backend_device_cuda(const char *precision);
+/* The deck's &gpu group applied to the CUDA backend, one rank per GPU checked, and the GPU named in
+ * the log (device_cuda.c, CUDA builds only). */
+void backend_cuda_configure(const struct config *cfg, const struct device *dev);
 
 /* Two ranks that use the same GPU, from every rank's GPU UUID (ids[r], 16 bytes each): returns 1
  * with the first such pair in *a < *b, 0 when every GPU is used by one rank. */
 int backend_shared_gpu(const unsigned char (*ids)[16], int n, int *a, int *b);
-
-/* The gradient communicator for a backend: NCCL for the CUDA backend when built with NCCL, MPI
- * otherwise. */
-struct grad_comm *backend_grad_comm(const struct ops *ops);
-/* The reduce-scatter communicator of the sharded optimizer (&training shard_optimizer) over plan's
- * slices: NCCL for the CUDA backend, MPI for the CPU backend (the CUDA backend built without NCCL
- * has none: train refuses the key there). */
-struct grad_comm *backend_grad_comm_shard(const struct ops *ops, const struct shard_plan *plan);
 
 #endif

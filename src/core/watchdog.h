@@ -8,7 +8,8 @@
  * kNN's work, the TIFF tree walk at every folder; a helper thread ends the rank when the time since
  * the last call exceeds the timeout: it prints the rank, what it was doing
  * and for how long, removes unfinished temporary files and exits with status 1, which makes mpirun
- * or srun end the other ranks.  (NCCL collectives have their own watchdog in cuda/grad_comm_nccl.c.)
+ * or srun end the other ranks.  (NCCL collectives have their own watchdog in
+ * cuda/comm/grad_comm_nccl.c.)
  *
  * Waits that may last longer than the timeout (a group of a study waiting for the other groups'
  * sets, a node's ranks waiting for local rank 0's copy of the shards) cannot be bounded by the

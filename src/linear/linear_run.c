@@ -34,7 +34,8 @@ struct side {
 
 struct linear_job {
   const struct config *cfg;
-  const struct ops *ops;
+  const struct device *dev;
+  const struct ops *ops; /* dev->ops */
   char ckpt[4096];
   int64_t ckpt_epoch;
   struct vit_dims d;
@@ -82,7 +83,8 @@ static void job_setup(struct linear_job *j, const struct config *cfg) {
   memset(j, 0, sizeof *j);
   j->cfg = cfg;
   j->root = comm_rank() == 0;
-  j->ops = backend_select(cfg);
+  j->dev = backend_select(cfg);
+  j->ops = j->dev->ops;
   features_checkpoint_path(cfg, j->ckpt, sizeof j->ckpt);
   struct side *t = &j->train, *e = &j->eval;
   t->ds = dataset_open(cfg->data.shard_dir);
@@ -91,7 +93,7 @@ static void job_setup(struct linear_job *j, const struct config *cfg) {
   features_checkpoint_dims(cfg, j->ckpt, &t->prep, &j->d, &j->ckpt_epoch);
   struct ckpt_embed emb;
   checkpoint_embed_from_config(cfg, &emb);
-  features_net_load(&j->net, j->ops, &j->d, &emb, j->ckpt, cfg->features.checkpoint_key);
+  features_net_load(&j->net, j->dev, &j->d, &emb, j->ckpt, cfg->features.checkpoint_key);
   /* eval_linear's features: not L2-normalised */
   features_net_layout(&j->net, (int)cfg->linear.n_last_blocks, cfg->linear.avgpool_patchtokens, 0,
                       "linear.n_last_blocks");
@@ -350,7 +352,7 @@ int linear_run(const struct config *cfg) {
   log_info("linear: %s network of %s (epoch %" PRId64 "), %d features per image (the CLS token%s of %s%s), %" PRId64
            " training and %" PRId64 " evaluation images, %d classes, %s backend, %d rank%s", j.net.key, j.ckpt,
            j.ckpt_epoch, j.F, j.net.n_last_blocks > 1 ? "s" : "", blocks,
-           j.net.avgpool ? " and the mean patch token" : "", j.train.n, j.eval.n, j.rep.C, j.ops->name, comm_size(),
+           j.net.avgpool ? " and the mean patch token" : "", j.train.n, j.eval.n, j.rep.C, j.dev->name, comm_size(),
            comm_size() > 1 ? "s" : "");
 
   side_features(&j, &j.eval, &j.eval.prep, "linear: evaluation features");

@@ -18,8 +18,8 @@
  * finish still has to reduce, the one-rank shortcut, the division by the world size, the timing and
  * this table; a transport (struct grad_comm_transport, below) supplies the collectives: MPI
  * (backend/grad_comm_mpi.c, for any backend: device memory is staged through the host when the
- * backend is not the CPU one) and NCCL (cuda/grad_comm_nccl.c, when built with NCCL).  backend.h
- * picks.
+ * backend is not the CPU one) and NCCL (cuda/comm/grad_comm_nccl.c, when built with NCCL).  The
+ * device (backend/device.h) picks.
  *
  * The sharded optimizer (&training shard_optimizer) uses a reduce-scatter communicator instead
  * (MPI: CPU backend; NCCL): the same bucket calls, but finish leaves the mean only on this rank's

@@ -22,10 +22,6 @@
 #include "train/fault_inject.h"
 #include "train/train.h"
 #include "train/train_priv.h"
-#ifdef HAVE_CUDA
-#include "cuda/augment_gpu.h"
-#include "cuda/backend_cuda.h"
-#endif
 
 static int stopped_early; /* the last train_run stopped on a request (agreed by all ranks) */
 
@@ -61,15 +57,13 @@ static void setup_data(struct trainer *t) {
   t->ds = dataset_open(dir);
   split_dataset(t->ds, cfg->data.train_fraction, (uint32_t)cfg->data.split_seed, &t->split);
   train_memory_check(t); /* before the loader, the model and the schedules take their memory */
-  /* On the CUDA backend the crops are made on the GPU from raw batches (the same crops, bit for
-   * bit: cuda/augment_gpu.h); elsewhere the loader threads make them. */
-  const int gpu_aug = !strcmp(t->ops->name, "cuda");
+  /* A device with the crops service (the CUDA backend's) makes the crops from raw batches (the
+   * same crops, bit for bit: backend/device.h); elsewhere the loader threads make them. */
+  const struct device_crops *crops = t->dev->crops;
   t->loader = loader_create(cfg, t->ds, t->split.train, t->split.n_train, (int)t->B,
-                            gpu_aug ? LOADER_RAW : LOADER_AUGMENT);
+                            crops ? LOADER_RAW : LOADER_AUGMENT);
   const struct augment *a = loader_augment(t->loader);
-#ifdef HAVE_CUDA
-  if (gpu_aug) t->ag = augment_gpu_create(a, (int)t->B);
-#endif
+  if (crops) t->ag = crops->create(a, (int)t->B);
   if (a->nsel > CKPT_MAX_CHANNELS)
     scd_fatal(SCD_EXIT_INPUT, "&data channels: %d channels selected, at most %d are supported", a->nsel,
               CKPT_MAX_CHANNELS);
@@ -95,12 +89,12 @@ static void setup_model(struct trainer *t) {
       scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true.: the model has %zu parameters, more than "
                 "the %d the sharded optimizer's MPI calls can count; set it to .false.", tt->size, INT_MAX);
     shard_plan_init(&t->plan, tt, t->world, t->rank, OPS_NORM_BLOCK);
-    t->gc = backend_grad_comm_shard(t->ops, &t->plan);
+    t->gc = t->dev->grad_comm_shard(t->dev, &t->plan);
     optim_init_sharded(&t->opt, t->ops, tt, &t->plan, t->gc);
   } else {
     optim_init(&t->opt, t->ops, &t->model->tt);
   }
-  if (t->ag) return; /* the GPU augmentation owns the device crops */
+  if (t->ag) return; /* the device's crop maker owns the device crops */
   const size_t C = (size_t)t->nchannels;
   t->dev_global = t->ops->alloc(MUL_SIZE(MUL_SIZE(2 * (size_t)t->B * C, (size_t)G * G), sizeof(float)));
   t->dev_local = t->ops->alloc(
@@ -362,16 +356,15 @@ int train_run(const struct config *cfg) {
     fs_mkdir_p(cfg->control.run_dir);
     checkpoint_remove_stale(cfg->control.run_dir); /* (&system metrics_file was checked with the deck) */
   }
-  t->ops = backend_select(cfg);
-#ifndef HAVE_NCCL
-  if (cfg->training.shard_optimizer && strcmp(t->ops->name, "cpu"))
+  t->dev = backend_select(cfg);
+  t->ops = t->dev->ops;
+  if (cfg->training.shard_optimizer && !t->dev->grad_comm_shard) /* the CUDA backend built without NCCL */
     scd_fatal(SCD_EXIT_INPUT, "&training shard_optimizer = .true. with the %s backend needs NCCL, and this scdino "
-              "was built without it; set it to .false., or &system device = 'cpu'", t->ops->name);
-#endif
+              "was built without it; set it to .false., or &system device = 'cpu'", t->dev->name);
   setup_data(t);
   setup_model(t);
   setup_schedules(t);
-  if (!t->gc) t->gc = backend_grad_comm(t->ops); /* the sharded optimizer's is made with it */
+  if (!t->gc) t->gc = t->dev->grad_comm(t->dev); /* the sharded optimizer's is made with it */
   t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
                               .nchannels = t->nchannels, .channels = t->channels, .ds = t->ds,
                               .niter_per_epoch = t->niter, .world_size = t->world,
@@ -400,10 +393,8 @@ int train_run(const struct config *cfg) {
   }
 
   t->gc->destroy(t->gc);
-#ifdef HAVE_CUDA
-  if (!strcmp(t->ops->name, "cuda")) backend_cuda_gemm_tuning_report(); /* &gpu gemm_tune */
-  if (t->ag) augment_gpu_destroy(t->ag);
-#endif
+  if (t->dev->report) t->dev->report(); /* the CUDA backend's: &gpu gemm_tune */
+  if (t->ag) t->dev->crops->destroy(t->ag);
   loader_destroy(t->loader);
   if (t->dev_global) t->ops->free(t->dev_global);
   if (t->dev_local) t->ops->free(t->dev_local);

@@ -74,7 +74,7 @@ void train_log_setup(const struct trainer *t) {
     const struct shard_plan *p = t->opt.plan;
     const double mib = sizeof(float) / 1048576.0, full = 2.0 * (double)p->size * mib;
     /* both moments, and the slice the MPI reduce-scatter receives (NCCL reduces in place) */
-    const int in_place = !strcmp(t->gc->name, "nccl-shard");
+    const int in_place = t->dev->shard_in_place;
     const double kept = (in_place ? 2.0 : 3.0) * (double)p->max_slice * mib;
     log_info("train: optimizer sharded over %d rank%s (&training shard_optimizer): AdamW moments of at most "
              "%zu of %zu elements per rank, %.1f MiB %s instead of %.1f MiB of moments unsharded: %.1f MiB "

@@ -9,13 +9,11 @@
 #include "model/dino_model.h"
 #include "model/model_config.h"
 #include "train/train_priv.h"
-#ifdef HAVE_CUDA
-#include "cuda/backend_cuda.h"
-#endif
 
 void train_memory_check(const struct trainer *t) {
   const struct config *cfg = t->cfg;
-  const int gpu = !strcmp(t->ops->name, "cuda");
+  /* crops made on the device from raw batches (dev->crops); the model in the device's own memory */
+  const int dev_crops = t->dev->crops != NULL, dev_mem = t->dev->memory != NULL;
   const double C = cfg->data.n_channels > 0 ? cfg->data.n_channels : dataset_channels(t->ds);
   const double B = (double)t->B, G = (double)cfg->crops.global_size, L = (double)cfg->crops.local_size;
   const double nl = (double)cfg->crops.local_crops_number;
@@ -31,10 +29,10 @@ void train_memory_check(const struct trainer *t) {
   const char *model_keys = "arch (or embed_dim, depth, mlp_ratio), patch_size, out_dim, head_hidden_dim, "
                            "head_bottleneck_dim, the channels";
 
-  /* Host memory: everything on the CPU backend; the loader, schedules and checkpoint copies on the
-   * GPU one. */
+  /* Host memory: everything on the CPU backend; the loader, schedules and checkpoint copies on a
+   * device with memory of its own (the GPU). */
   struct membudget host = {0};
-  membudget_add(&host, (cfg->system.prefetch_batches + 1) * (raw + (gpu ? 0 : crops)), "loader batches",
+  membudget_add(&host, (cfg->system.prefetch_batches + 1) * (raw + (dev_crops ? 0 : crops)), "loader batches",
                 "batch_size_per_rank = %lld, prefetch_batches = %ld, image size, global_size, local_size, "
                 "local_crops_number", (long long)t->B, cfg->system.prefetch_batches);
   membudget_add(&host, 3 * 8.0 * (double)t->epochs * niter + 3 * 8.0 * (double)t->split.n_train,
@@ -45,7 +43,7 @@ void train_memory_check(const struct trainer *t) {
    * shard_optimizer this rank's slice of them (about 1/world) and the slice the reduce-scatter
    * receives. */
   const double W = (double)t->world, moments = cfg->training.shard_optimizer ? 3 * P / W : 2 * P;
-  if (!gpu) {
+  if (!dev_mem) {
     if (cfg->training.shard_optimizer)
       membudget_add(&host, 3 * P + moments, "weights, gradients, AdamW moments (sharded)",
                     "%s, shard_optimizer over %d ranks", model_keys, t->world);
@@ -60,8 +58,7 @@ void train_memory_check(const struct trainer *t) {
   const double limit = membudget_limit(cfg->system.memory_per_rank, how, sizeof how);
   membudget_check(&host, "train (host memory)", limit, how);
 
-#ifdef HAVE_CUDA
-  if (gpu) { /* device memory: weights, gradients, moments, their bf16 copies, activations, crops */
+  if (dev_mem) { /* device memory: weights, gradients, moments, their bf16 copies, activations, crops */
     struct membudget dev = {0};
     if (cfg->training.shard_optimizer) /* NCCL reduces in place: the moments' slices only */
       membudget_add(&dev, 3 * P + 2 * P / W + 2 * (P / 2), "weights, gradients, AdamW moments (sharded)",
@@ -73,9 +70,8 @@ void train_memory_check(const struct trainer *t) {
                   "batch_size_per_rank = %lld, global_size = %d, local_size = %d, local_crops_number = %d, the model",
                   (long long)t->B, (int)G, (int)L, (int)nl);
     size_t fr = 0, tot = 0;
-    backend_cuda_memory(NULL, NULL, &fr, &tot);
+    t->dev->memory(NULL, NULL, &fr, &tot);
     snprintf(how, sizeof how, "the GPU's %.1f GiB free of %.1f", (double)fr / (1 << 30), (double)tot / (1 << 30));
     membudget_check(&dev, "train (GPU memory)", (double)fr, how);
   }
-#endif
 }

@@ -16,9 +16,6 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "train/train_priv.h"
-#ifdef HAVE_CUDA
-#include "cuda/backend_cuda.h"
-#endif
 
 /* Length of the valid UTF-8 character at s (1 to 4), or 0 when the bytes there are not one
  * (a stray continuation byte, a cut or overlong sequence, a surrogate, above U+10FFFF). */
@@ -110,13 +107,11 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
   if (!cfg->system.metrics_file[0]) return;
   /* Every rank's memory, gathered (every rank is here: the progress line is collective). */
   double mine[2] = {log_peak_rss_mib() * 1048576.0, -1};
-#ifdef HAVE_CUDA
-  if (!strcmp(t->ops->name, "cuda")) {
+  if (t->dev->memory) { /* a GPU's */
     size_t in_use = 0, peak = 0;
-    backend_cuda_memory(&in_use, &peak, NULL, NULL);
+    t->dev->memory(&in_use, &peak, NULL, NULL);
     mine[1] = (double)peak;
   }
-#endif
   double *all = xmalloc(sizeof(double) * 2 * (size_t)t->world);
   comm_allgather(mine, all, sizeof mine);
   if (t->rank != 0 || !metrics_may_write(t)) {

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "backend/device.h"
 #include "core/check.h"
 #include "data/loader.h"
 #include "data/split.h"
@@ -44,7 +45,8 @@ struct train_window {
 
 struct trainer {
   const struct config *cfg;
-  const struct ops *ops;
+  const struct device *dev;  /* the backend (backend/device.h) */
+  const struct ops *ops;     /* dev->ops */
   struct grad_comm *gc;
   int rank, world;
   /* data */
@@ -54,9 +56,9 @@ struct trainer {
   int nchannels;
   int channels[CKPT_MAX_CHANNELS];
   float *dev_global, *dev_local; /* device copies of a batch's crops */
-  struct augment_gpu *ag;        /* GPU augmentation from raw batches (CUDA backend), else NULL */
+  struct augment_gpu *ag;        /* the device's crops from raw batches (dev->crops), else NULL */
   const struct loader_batch *next_b; /* the next batch, fetched by the step before (GPU augmentation) */
-  int prefetched;                /* its crops are being made on the GPU (augment_gpu_start) */
+  int prefetched;                /* its crops are being made on the device (dev->crops->start) */
   /* model and optimisation */
   struct dino_model *model;
   struct dino_loss loss;

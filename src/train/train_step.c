@@ -12,9 +12,6 @@
 #include "train/fault_inject.h"
 #include "train/train.h"
 #include "train/train_priv.h"
-#ifdef HAVE_CUDA
-#include "cuda/augment_gpu.h"
-#endif
 
 /* &debug nan_at_step: a NaN in the first element of the tensor's local gradient, in stream order
  * before the range goes to the all-reduce, which spreads it to every rank. */
@@ -48,22 +45,19 @@ static void combine(struct trainer *t, int n, double loss, struct step_result *r
   r->stop = v[4] > 0;
 }
 
-/* GPU augmentation: the epoch's next batch is fetched now and its crops are made on the GPU's
- * augmentation stream while this step's backward runs; the loader's wait and the host part hide
- * behind the queued backward (the data time counts only what the GPU waited).  The crops depend on
- * (seed, epoch, sample, crop) alone, so they are the same as when made at the next step.  The first
- * batch of an epoch is made at its own step. */
+/* Crops made on the device (dev->crops): the epoch's next batch is fetched now and its crops are
+ * made on the device (the GPU's augmentation stream) while this step's backward runs; the loader's
+ * wait and the host part hide behind the queued backward (the data time counts only what the GPU
+ * waited).  The crops depend on (seed, epoch, sample, crop) alone, so they are the same as when
+ * made at the next step.  The first batch of an epoch is made at its own step. */
 static void prefetch_next(struct trainer *t, int64_t it) {
-#ifdef HAVE_CUDA
   if (!t->ag || it + 1 >= t->niter) return;
-  augment_gpu_mark(t->ag);
+  const struct device_crops *crops = t->dev->crops;
+  crops->mark(t->ag);
   const struct loader_batch *nb = loader_next(t->loader); /* b is no longer valid */
-  augment_gpu_start(t->ag, nb->raw, nb->index, nb->n, nb->epoch);
+  crops->start(t->ag, nb->raw, nb->index, nb->n, nb->epoch);
   t->next_b = nb;
   t->prefetched = nb->n > 0;
-#else
-  (void)t, (void)it;
-#endif
 }
 
 void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, int64_t it,
@@ -78,9 +72,7 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   r->momentum = t->mom_sched[step];
   const int n = b->n;
   r->bad_grad = -1;
-#ifdef HAVE_CUDA
-  const int prefetched = t->prefetched; /* this batch's crops are already being made on the GPU */
-#endif
+  const int prefetched = t->prefetched; /* this batch's crops are already being made on the device */
   t->prefetched = 0;
   t->nan_pending = fault_inject_nan_tensor(cfg, step);
 
@@ -89,13 +81,10 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   double loss = NAN;
   if (n > 0) {
     float *g = t->dev_global, *l = t->dev_local;
-#ifdef HAVE_CUDA
     if (t->ag) {
-      if (!prefetched) augment_gpu_start(t->ag, b->raw, b->index, n, b->epoch);
-      augment_gpu_take(t->ag, &g, &l);
-    }
-#endif
-    if (!t->ag) {
+      if (!prefetched) t->dev->crops->start(t->ag, b->raw, b->index, n, b->epoch);
+      t->dev->crops->take(t->ag, &g, &l);
+    } else {
       const size_t C = (size_t)t->nchannels, G = (size_t)b->global_size, L = (size_t)b->local_size;
       ops->upload(g, b->global, MUL_SIZE(2 * (size_t)n * C, G * G) * sizeof(float));
       if (b->n_local > 0)
@@ -150,7 +139,5 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
                epoch < cfg->training.freeze_last_layer, m->teacher, r->momentum);
   /* The norms clipping computed are the non-finite check (train_guard.c). */
   train_guard_check_grads(t, r);
-#ifdef HAVE_CUDA
-  if (t->ag) r->data_s = augment_gpu_exposed_seconds(t->ag);
-#endif
+  if (t->ag) r->data_s = t->dev->crops->exposed_seconds(t->ag);
 }

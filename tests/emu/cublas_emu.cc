@@ -1,5 +1,5 @@
 /* cublas_emu.cc - host stand-ins for the cuBLAS and cuBLASLt calls of the CUDA backend
- * (cuda/gemm_lt.cu, cuda/attention_gemm.cu, cuda/backend_cuda.cu), so that the GPU unit tests can run
+ * (cuda/ops/gemm_lt.cu, cuda/ops/attention_gemm.cu, cuda/ops/backend_cuda.cu), so that the GPU unit tests can run
  * under the CPU emulator in tests/emu/ without libcublas/libcublasLt: "device" pointers are host
  * pointers and every call runs on the calling thread, after the work queued on its stream
  * (runtime.cc's queues), as a GPU runs a stream's work in order.

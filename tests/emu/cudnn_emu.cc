@@ -1,4 +1,4 @@
-/* cudnn_emu.cc - host stand-in for the cuDNN calls of the CUDA backend (cuda/attention_cudnn.cu):
+/* cudnn_emu.cc - host stand-in for the cuDNN calls of the CUDA backend (cuda/ops/attention_cudnn.cu):
  * the backend graph API for one fused scaled-dot-product attention node, forward or backward, so
  * that the cuDNN attention path runs under the CPU emulator of tests/emu/ without libcudnn.
  * "Device" pointers are host pointers; a plan runs on the calling thread after the work queued on

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/emu/features.sh - calculation='features' with device = 'cuda' under the CPU emulator: the
-# images prepared on the GPU from raw batches (src/analysis/features_gpu.h: min-max, bilinear resize and
+# images prepared on the GPU from raw batches (cuda/analysis/features_gpu.h: min-max, bilinear resize and
 # normalisation in float64 as the CPU rounds them) give the CPU backend's features, to fp32
 # rounding in fp32 and to bf16's in bf16, with the same flat-channel verdict; resized and not.  And
 # calculation='knn' on the emulated GPU gives the CPU's report.

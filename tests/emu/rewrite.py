@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rewrite.py - turn a cuda/*.cu file into host C++ for the CPU emulator (tests/emu/emu.am).
+"""rewrite.py - turn a .cu file of cuda/ into host C++ for the CPU emulator (tests/emu/emu.am).
 
   kernel<T><<<grid, block, smem, stream>>>(args);  ->  emu_launch(emu_cfg(grid, block, smem, stream),
                                                        "kernel<T>", kernel<T>, args);

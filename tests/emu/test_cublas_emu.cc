@@ -2,9 +2,9 @@
  * the shared helpers, cuBLASLt and cublasGemmBatchedEx over every combination, the loud failures,
  * and main(); the GELU epilogues' own tests are in test_cublas_emu_gelu.cc.
  *
- * Exercises every combination the CUDA backend uses: cuBLASLt as cuda/gemm_lt.cu drives it (all
+ * Exercises every combination the CUDA backend uses: cuBLASLt as cuda/ops/gemm_lt.cu drives it (all
  * four transposes, fp32 / bf16 / bf16->fp32, BIAS and BGRADB epilogues, beta 0 over NaN-filled
- * D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on request) and cublasGemmBatchedEx as cuda/attention_gemm.cu drives it
+ * D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on request) and cublasGemmBatchedEx as cuda/ops/attention_gemm.cu drives it
  * (pointer arrays into interleaved head layouts, fp32 / bf16 / bf16->fp32, scaled alpha), with odd
  * sizes; then checks that unsupported settings abort with a "cublas_emu:" message.
  * The GELU epilogues (GELU, GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU) the same way, aux leading
@@ -108,7 +108,7 @@ static bool padding_kept(const Buf &before, const Buf &after, size_t off, int m,
   return true;
 }
 
-/* ---- cuBLASLt, driven the way cuda/gemm_lt.cu does ------------------------------------------- */
+/* ---- cuBLASLt, driven the way cuda/ops/gemm_lt.cu does ------------------------------------------- */
 
 enum { EPI_NONE, EPI_BIAS, EPI_BGRADB, EPI_GELU, EPI_GELU_AUX, EPI_GELU_BIAS, EPI_GELU_AUX_BIAS,
        EPI_DGELU };
@@ -273,7 +273,7 @@ static void test_lt(cublasLtHandle_t lt, bool ta, bool tb, int m, int n, int k, 
   CK(cublasLtMatmulDescDestroy(op));
 }
 
-/* ---- cublasGemmBatchedEx, driven the way cuda/attention_gemm.cu does ------------------------- */
+/* ---- cublasGemmBatchedEx, driven the way cuda/ops/attention_gemm.cu does ------------------------- */
 
 /* Every operand is `batch` matrices side by side in one buffer (the qkv / head layout): matrix b
  * starts at column offset b * rows of a row of length ld = batch * rows + pad. */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/emu/train_shard.sh - &training shard_optimizer (ZeRO-1) with device = 'cuda' under the CPU
-# emulator: the NCCL reduce-scatter communicator (cuda/grad_comm_nccl.c: grouped ncclReduce
+# emulator: the NCCL reduce-scatter communicator (cuda/comm/grad_comm_nccl.c: grouped ncclReduce
 # per bucket, ncclBroadcast of the weights) and the GPU's block sums of squares give the unsharded
 # run's training bit for bit.  The emulated ncclReduce and ncclAllReduce add the ranks' values in
 # the same (rank) order (tests/emu/nccl_mpi.c), so the comparison is exact.

@@ -1,11 +1,13 @@
-/* test_gpu_absent.c - without a usable GPU the CUDA backend says so, cleanly: backend_cuda() and
- * both precisions give NULL with a reason, and the other entry points report nothing in use.
+/* test_gpu_absent.c - without a usable GPU the CUDA backend says so, cleanly: backend_cuda(), both
+ * precisions and the CUDA device give NULL with a reason, and the other entry points report
+ * nothing in use.
  * Runs on machines without a GPU (the point of it); skips (77) where a GPU is usable. */
 #include "build_config.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "cuda/backend_cuda.h"
 #include "tests/fixtures/testutil.h"
 
@@ -27,6 +29,7 @@ int main(int argc, char **argv) {
   T_CHECK(backend_cuda_for("fp32") == NULL && backend_cuda_for("bf16") == NULL &&
               backend_cuda_for("auto") == NULL && backend_cuda() == NULL,
           "a table without a GPU");
+  T_CHECK(backend_device_cuda("fp32") == NULL && backend_device_cuda("auto") == NULL, "a device without a GPU");
   T_CHECK(!strcmp(why, backend_cuda_why_not()), "the reason changed");
   struct backend_cuda_info info;
   T_CHECK(backend_cuda_info(&info) == 0 && info.name[0] == 0, "device facts without a device");

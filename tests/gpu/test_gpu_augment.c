@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "cuda/augment_gpu.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data/augment_gpu.h"
 #include "data/augment.h"
 #include "tests/fixtures/testutil.h"
 #include "tests/gpu/gpu_util.h"

@@ -1,4 +1,4 @@
-/* test_gpu_gelu_gemm.c - GELU inside the GEMMs (cuda/gelu_gemm.cu): linear_gelu_fwd and
+/* test_gpu_gelu_gemm.c - GELU inside the GEMMs (cuda/ops/gelu_gemm.cu): linear_gelu_fwd and
  * gelu_linear_bwd against the CPU's op pairs in both GELU forms, and the probe's verdicts.
  *
  * Under the emulator the stand-in's GELU is chosen (SCDINO_EMU_LT_GELU): tanh (the default), erf,

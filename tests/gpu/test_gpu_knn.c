@@ -1,10 +1,11 @@
 /* test_gpu_knn.c - the kNN neighbour lists on the GPU against the CPU's.
  *
- * 1. The selection kernel (cuda/knn_kernels.cu) on given similarities, fed in tiles of several
+ * 1. The selection kernel (cuda/analysis/knn_kernels.cu) on given similarities, fed in tiles of several
  *    widths, against knn_select_row: entry for entry equal, with similarities from a few dozen
  *    values (ties everywhere, decided by position), k = 1 to KK_MAX_K, fewer rows than k (empty
  *    entries kept), and a row of equal similarities.
- * 2. Whole evaluations, knn_evaluate on the GPU (knn_set_ops) against the CPU, on features whose
+ * 2. The CUDA device (backend/device.h): its table and services.
+ * 3. Whole evaluations, knn_evaluate on the GPU (knn_set_device) against the CPU, on features whose
  *    dot products are exact in fp32 (multiples of 1/8 in 8 dimensions), so both devices' GEMMs give
  *    the same similarities and the counts must be equal: more reference rows than one tile
  *    (KNN_GPU_TILE), blocks of a few test rows. */
@@ -18,9 +19,10 @@
 #include "analysis/knn.h"
 #include "analysis/knn_gpu.h"
 #include "analysis/knn_lists.h"
+#include "backend/backend.h"
 #include "core/rng.h"
+#include "cuda/analysis/knn_kernels.h"
 #include "cuda/backend_cuda.h"
-#include "cuda/knn_kernels.h"
 #include "tests/fixtures/testutil.h"
 #include "tests/gpu/gpu_util.h"
 
@@ -84,20 +86,20 @@ static float *exact_rows(struct rng *r, int64_t n, int d, int32_t *lab, int C) {
   return x;
 }
 
-static void evaluate_case(const struct ops *o, struct rng *r, int64_t n_train, int64_t n_test, int64_t block_rows) {
+static void evaluate_case(const struct device *dev, struct rng *r, int64_t n_train, int64_t n_test, int64_t block_rows) {
   const int d = 8, C = 5;
   const int64_t ks[] = {1, 5, 50, 200, 3};
   const int nk = 5;
   int32_t *tl = malloc((size_t)n_train * sizeof *tl), *el = malloc((size_t)n_test * sizeof *el);
   float *tr = exact_rows(r, n_train, d, tl, C), *te = exact_rows(r, n_test, d, el, C);
   struct knn_result cpu, gpu;
-  knn_set_ops(NULL);
+  knn_set_device(NULL);
   knn_set_block_rows(0);
   knn_evaluate(tr, tl, n_train, te, el, n_test, d, C, ks, nk, 0.1, &cpu);
-  knn_set_ops(o);
+  knn_set_device(dev);
   knn_set_block_rows(block_rows);
   knn_evaluate(tr, tl, n_train, te, el, n_test, d, C, ks, nk, 0.1, &gpu);
-  knn_set_ops(NULL);
+  knn_set_device(NULL);
   knn_set_block_rows(0);
   const size_t ncounts = 1 + 2 * (size_t)nk + (size_t)nk * C * C;
   T_CHECK(memcmp(cpu.counts, gpu.counts, ncounts * sizeof *cpu.counts) == 0,
@@ -124,7 +126,14 @@ int main(int argc, char **argv) {
   kernel_case(o, &r, 3, 3000, 300, 40, w3, 3);
   kernel_case(o, &r, 3, 2500, KK_MAX_K, 64, w3, 3);
   kernel_case(o, &r, 3, 100, 300, 8, w1, 1); /* fewer rows than k: empty entries at the end */
-  evaluate_case(o, &r, 600, 23, 5);
-  evaluate_case(o, &r, KNN_GPU_TILE + 1500, 9, 4); /* two reference tiles */
+  /* The CUDA device: its fp32 table and every service, the selection's up to KK_MAX_K. */
+  const struct device *dev = backend_device_cuda("fp32");
+  T_CHECK(dev && !strcmp(dev->name, "cuda") && dev->ops == o && dev->knn && dev->knn->max_k == KK_MAX_K &&
+              dev->crops && dev->features_prep && dev->memory && dev->report && dev->grad_comm,
+          "the CUDA device lacks a service");
+  T_CHECK(backend_device_cuda("bf16")->ops == backend_cuda_for("bf16"), "the bf16 device's table");
+  T_CHECK(backend_device_cuda("fp32") == dev && dev->ops == o, "the fp32 device changed");
+  evaluate_case(dev, &r, 600, 23, 5);
+  evaluate_case(dev, &r, KNN_GPU_TILE + 1500, 9, 4); /* two reference tiles */
   return t_finish();
 }

@@ -1,6 +1,6 @@
 /* test_gpu_shard.c - the sharded optimizer on the CUDA backend under mpirun, one GPU per rank (the
  * emulator runs it on 1, 2 and 3 ranks: tests/emu/train_shard.sh): the NCCL reduce-scatter
- * communicator (cuda/grad_comm_nccl.c) and optim_update on this rank's slice against the
+ * communicator (cuda/comm/grad_comm_nccl.c) and optim_update on this rank's slice against the
  * NCCL all-reduce communicator and the unsharded optim_update, bit for bit.
  *
  * As tests/unit/backend/test_grad_comm_shard.c on the CPU: gradients that depend on (rank, step,

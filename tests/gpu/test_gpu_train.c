@@ -19,7 +19,7 @@
 
 #include "bench/bench_step.h"
 #include "core/rng.h"
-#include "cuda/augment_gpu.h"
+#include "cuda/data/augment_gpu.h"
 #include "model/dino_loss.h"
 #include "model/dino_model.h"
 #include "model/ops.h"

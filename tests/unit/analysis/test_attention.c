@@ -14,6 +14,7 @@
 
 #include "analysis/attention.h"
 #include "analysis/features.h"
+#include "backend/backend.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -306,7 +307,7 @@ static void test_attention_run(const char *dir) {
     int64_t epoch;
     features_checkpoint_dims(&cfg, ckpt, &prep, &d, &epoch);
     struct features_net net;
-    features_net_load(&net, backend_cpu(), &d, NULL, ckpt, "teacher");
+    features_net_load(&net, backend_device_cpu(), &d, NULL, ckpt, "teacher");
     check_size(file, run, &cfg, ds, &net, idx, 6, 32);
     check_size(file, run, &cfg, ds, &net, idx, 6, 44);
     features_net_free(&net);

@@ -9,10 +9,10 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "cuda/augment_gpu.h"
-#include "cuda/augment_kernels.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
+#include "cuda/data/augment_gpu.h"
+#include "cuda/data/augment_kernels.h"
 #include "data/imgops.h"
 
 #define NSLOT 2 /* staging buffers used in turn */

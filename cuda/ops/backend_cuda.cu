@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda/backend_cuda.h"
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 extern "C" {
 #include "core/comm.h"
@@ -517,7 +517,7 @@ static void o_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, 
   PROF(P_OTHER, k_gelu_bwd_bias<T>((T *)dx, db, (const T *)dy, (const T *)x, rows, cols, approx));
 }
 
-/* GELU in the GEMM (cuda/gelu_gemm.cu), bf16 only: where the library computes this GELU and has an
+/* GELU in the GEMM (cuda/ops/gelu_gemm.cu), bf16 only: where the library computes this GELU and has an
  * algorithm for the shape; otherwise the GEMM and the GELU kernel. */
 template <typename T> static int o_gelu_in_gemm(int approx) {
   return cu_gelu_in_gemm(approx, sizeof(T) == 2);

@@ -1,5 +1,5 @@
-/* augment_kernels.h - the GPU augmentation's kernels as C functions (cuda/augment_kernels.cu); the
- * host side (draws, taps, staging, streams) is cuda/augment_gpu.c. */
+/* augment_kernels.h - the GPU augmentation's kernels as C functions (cuda/data/augment_kernels.cu); the
+ * host side (draws, taps, staging, streams) is cuda/data/augment_gpu.c. */
 #ifndef SCDINO_AUGMENT_KERNELS_H
 #define SCDINO_AUGMENT_KERNELS_H
 

@@ -22,7 +22,7 @@
 
 #include <math.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define TQ 32      /* rows of a tile */
 #define TK 32      /* columns (the other side) of a tile */

@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "cuda/cuda_internal.h"
-#include "cuda/knn_kernels.h"
+#include "cuda/analysis/knn_kernels.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define KK_THREADS 256
 #define KK_CAP 4096 /* candidates held in shared memory: kmax kept + at least one pass */

@@ -1,4 +1,4 @@
-/* knn_kernels.h - the kNN neighbour selection on the GPU as C functions (cuda/knn_kernels.cu); the
+/* knn_kernels.h - the kNN neighbour selection on the GPU as C functions (cuda/analysis/knn_kernels.cu); the
  * host side (similarity GEMM by tiles, lists back to the host) is src/analysis/knn_gpu.c. */
 #ifndef SCDINO_KNN_KERNELS_H
 #define SCDINO_KNN_KERNELS_H

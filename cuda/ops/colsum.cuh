@@ -12,7 +12,7 @@
 #ifndef SCDINO_COLSUM_CUH
 #define SCDINO_COLSUM_CUH
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define COLSUM_CHUNK 128 /* rows per partial sum */
 

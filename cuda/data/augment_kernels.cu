@@ -8,8 +8,8 @@
 
 #include <float.h>
 
-#include "cuda/augment_kernels.h"
-#include "cuda/cuda_internal.h"
+#include "cuda/data/augment_kernels.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define AG_THREADS 256
 

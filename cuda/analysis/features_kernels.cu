@@ -1,11 +1,11 @@
 /* features_kernels.cu - calculation='features' preprocessing on the GPU: per-image min-max of the
  * selected channels, bilinear resize and normalisation, in float64 with every operation rounded on
  * its own in the order of features_prep_image (src/analysis/features_prep.c), so the network's input is the
- * CPU's bit for bit.  The host side (staging, taps, statuses) is src/analysis/features_gpu.c. */
+ * CPU's bit for bit.  The host side (staging, taps, statuses) is cuda/analysis/features_gpu.c. */
 #include "build_config.h"
 
-#include "cuda/cuda_internal.h"
-#include "cuda/features_kernels.h"
+#include "cuda/analysis/features_kernels.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define FK_THREADS 256
 

@@ -1,7 +1,7 @@
 /* colsum.cu - the column sums' counters and empty case, and column sums of activations. */
 #include "build_config.h"
 
-#include "cuda/colsum.cuh"
+#include "cuda/ops/colsum.cuh"
 
 __global__ void colsum_empty_kernel(float *out, int cols, int accumulate) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;

@@ -6,7 +6,7 @@
  * inputs they give bit-identical results. */
 #include "build_config.h"
 
-#include "cuda/colsum.cuh"
+#include "cuda/ops/colsum.cuh"
 
 #define EW_THREADS 256
 

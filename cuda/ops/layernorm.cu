@@ -6,7 +6,7 @@
  * LayerNorm forward and LayerNorm + drop-path backward run the plain ops' kernels. */
 #include "build_config.h"
 
-#include "cuda/colsum.cuh"
+#include "cuda/ops/colsum.cuh"
 
 #define ROWS_PER_BLOCK 8 /* warps per block */
 

@@ -1,5 +1,5 @@
 /* features_kernels.h - the GPU preprocessing of calculation='features' as a C function
- * (cuda/features_kernels.cu); the host side is src/analysis/features_gpu.c. */
+ * (cuda/analysis/features_kernels.cu); the host side is cuda/analysis/features_gpu.c. */
 #ifndef SCDINO_FEATURES_KERNELS_H
 #define SCDINO_FEATURES_KERNELS_H
 

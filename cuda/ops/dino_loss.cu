@@ -18,7 +18,7 @@
 
 #include <math.h>
 
-#include "cuda/colsum.cuh"
+#include "cuda/ops/colsum.cuh"
 
 #define LTHREADS 256
 #define LCHUNK 8192 /* columns per block; a multiple of LTHREADS x 8 */

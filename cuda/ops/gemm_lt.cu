@@ -19,7 +19,7 @@
 
 #include <vector>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 extern "C" {
 #include "core/log.h"

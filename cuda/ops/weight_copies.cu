@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 struct shadow {
   const float *base;

@@ -32,7 +32,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define MM_ROWS 64 /* rows of a block, and of a streamed tile */
 #define MM_THREADS 128

@@ -6,16 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/features_gpu.h"
 #include "core/check.h"
+#include "cuda/analysis/features_gpu.h"
+#include "cuda/analysis/features_kernels.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/cuda_check.h"
-#include "cuda/features_kernels.h"
 #include "data/shards.h"
 
 struct features_gpu {
   const struct ops *ops;
-  struct features_prep p; /* taps pointing at host copies owned by the caller's prep: not used */
+  int C_all, H, W, u16, nsel, oh, ow, normalize;
   int maxB;
   size_t image_bytes;
   char *pinned;          /* the raw batch on its way (host) */
@@ -32,32 +32,40 @@ static void *dev_copy(const struct ops *ops, const void *src, size_t bytes) {
   return d;
 }
 
-struct features_gpu *features_gpu_create(const struct features_prep *p, int max_batch) {
+struct features_gpu *features_gpu_create(int C_all, int H, int W, int dtype, const int *sel, int nsel,
+                                         const double *mean, const double *std, int normalize, int oh, int ow,
+                                         const int *ih, const double *wh, const int *iw, const double *ww,
+                                         int max_batch) {
   const struct ops *ops = backend_cuda();
   if (!ops) scd_fatal(SCD_EXIT_INPUT, "GPU preprocessing needs a usable GPU: %s", backend_cuda_why_not());
-  SCD_ASSERT(max_batch >= 1 && p->nsel >= 1);
+  SCD_ASSERT(max_batch >= 1 && nsel >= 1);
   struct features_gpu *g = xcalloc(1, sizeof *g);
   g->ops = ops;
-  g->p = *p;
+  g->C_all = C_all;
+  g->H = H;
+  g->W = W;
+  g->u16 = dtype == DATASET_U16;
+  g->nsel = nsel;
+  g->oh = oh;
+  g->ow = ow;
+  g->normalize = normalize;
   g->maxB = max_batch;
-  g->image_bytes = MUL_SIZE(MUL_SIZE((size_t)p->C_all, (size_t)p->H * p->W), dataset_dtype_size(p->dtype));
+  g->image_bytes = MUL_SIZE(MUL_SIZE((size_t)C_all, (size_t)H * W), dataset_dtype_size(dtype));
   const size_t batch_bytes = MUL_SIZE((size_t)max_batch, g->image_bytes);
   CHECK_CUDA(cudaHostAlloc((void **)&g->pinned, batch_bytes, cudaHostAllocDefault));
   CHECK_CUDA(cudaEventCreateWithFlags(&g->uploaded, cudaEventDisableTiming));
   CHECK_CUDA(cudaEventRecord(g->uploaded, (cudaStream_t)backend_cuda_stream()));
   g->raw_dev = ops->alloc(batch_bytes);
-  const size_t ns = (size_t)p->nsel;
-  g->sel = dev_copy(ops, p->sel, ns * sizeof(int));
-  g->mean = dev_copy(ops, p->mean, ns * sizeof(double));
-  g->std = dev_copy(ops, p->std, ns * sizeof(double));
-  g->ih = dev_copy(ops, p->ih, 2 * (size_t)p->oh * sizeof(int));
-  g->iw = dev_copy(ops, p->iw, 2 * (size_t)p->ow * sizeof(int));
-  g->wh = dev_copy(ops, p->wh, 2 * (size_t)p->oh * sizeof(double));
-  g->ww = dev_copy(ops, p->ww, 2 * (size_t)p->ow * sizeof(double));
+  const size_t ns = (size_t)nsel;
+  g->sel = dev_copy(ops, sel, ns * sizeof(int));
+  g->mean = dev_copy(ops, mean, ns * sizeof(double));
+  g->std = dev_copy(ops, std, ns * sizeof(double));
+  g->ih = dev_copy(ops, ih, 2 * (size_t)oh * sizeof(int));
+  g->iw = dev_copy(ops, iw, 2 * (size_t)ow * sizeof(int));
+  g->wh = dev_copy(ops, wh, 2 * (size_t)oh * sizeof(double));
+  g->ww = dev_copy(ops, ww, 2 * (size_t)ow * sizeof(double));
   g->mnmx = ops->alloc(3 * (size_t)max_batch * ns * sizeof(double));
   g->status = ops->alloc((size_t)max_batch);
-  g->p.ih = g->p.iw = NULL; /* the caller's */
-  g->p.wh = g->p.ww = NULL;
   return g;
 }
 
@@ -82,9 +90,8 @@ void features_gpu_prep(struct features_gpu *g, const void *raw, int n, float *ds
   /* on the backend's stream: after the forward that read raw_dev's previous batch, before this one's */
   CHECK_CUDA(cudaMemcpyAsync(g->raw_dev, g->pinned, bytes, cudaMemcpyHostToDevice, cs));
   CHECK_CUDA(cudaEventRecord(g->uploaded, cs));
-  const struct features_prep *p = &g->p;
-  fk_prep(dst, g->status, g->mnmx, g->raw_dev, p->dtype == DATASET_U16, n, p->C_all, p->H, p->W, g->sel, p->nsel,
-          p->oh, p->ow, g->ih, g->wh, g->iw, g->ww, g->mean, g->std, p->normalize, cs);
+  fk_prep(dst, g->status, g->mnmx, g->raw_dev, g->u16, n, g->C_all, g->H, g->W, g->sel, g->nsel, g->oh, g->ow, g->ih,
+          g->wh, g->iw, g->ww, g->mean, g->std, g->normalize, cs);
 }
 
 void features_gpu_status(struct features_gpu *g, int8_t *status, int n) {

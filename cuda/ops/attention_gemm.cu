@@ -19,7 +19,7 @@
 #include <cublas_v2.h>
 #include <math.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 static cublasHandle_t blas;
 

@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 #define OCHUNK 8192
 #define OTHREADS 256

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 extern "C" {
 #include "core/log.h"

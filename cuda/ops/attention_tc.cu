@@ -23,7 +23,7 @@
 #include <math.h>
 #include <mma.h>
 
-#include "cuda/cuda_internal.h"
+#include "cuda/ops/cuda_internal.h"
 
 using namespace nvcuda;
 
