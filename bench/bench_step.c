@@ -13,6 +13,9 @@ void bench_step_init(struct bench_step *t, const struct ops *ops, const struct d
   dino_model_plan(t->m, B, nl, G, L);
   dino_loss_init(&t->loss, ops, s->head.out_dim, 2 + nl, 0.04, 0.04, 0, 1, 0.1, 0.9);
   optim_init(&t->opt, ops, &t->m->tt);
+  loss_scale_init(&t->ls, !strcmp(ops->precision, "fp16"));
+  t->loss.ls = &t->ls;
+  t->opt.ls = &t->ls;
 }
 
 void bench_step_free(struct bench_step *t) {

@@ -5,17 +5,20 @@
 #include "data/augment.h"
 #include "model/dino_loss.h"
 #include "model/dino_model.h"
+#include "model/loss_scale.h"
 #include "model/ops.h"
 #include "model/optim.h"
 
 /* Student/teacher model (weights from seed 40, planned for B images of 2 global crops of G pixels
  * and nl local crops of L pixels), DINO loss (temperatures 0.04, centre momentum 0.9) and AdamW
- * state: the same set-up everywhere, so benchmark numbers and test results describe one step. */
+ * state, and in fp16 the dynamic loss scale that loss and optimizer share (as the trainer's): the
+ * same set-up everywhere, so benchmark numbers and test results describe one step. */
 struct bench_step {
   const struct ops *ops;
   struct dino_model *m;
   struct dino_loss loss;
   struct optim opt;
+  struct loss_scale ls;
 };
 
 void bench_step_init(struct bench_step *t, const struct ops *ops, const struct dino_spec *s, int B, int nl,

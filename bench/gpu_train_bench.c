@@ -1,11 +1,11 @@
 /* gpu_train_bench.c - throughput of DINO training steps on the CUDA backend: images/s, MFU, step time
  * split into data, compute and communication, peak memory.
  *
- * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp32] [-s steps] [-w warmup]
+ * usage: [mpirun -np N] gpu_train_bench [-B batch] [-P bf16|fp16|fp32] [-s steps] [-w warmup]
  *            [-D dim] [-L depth] [-H heads] [-p patch] [-C chans] [-g global] [-l local]
  *            [-n n_local] [-K out_dim] [-R raw_side] [-T peak_tflops] [-W peak_gbps] [-x] [-M]
  *            [-A none|tanh] [-S] [-a] [-F opts] [-i flash|gemm|cudnn] [-b epilogue|kernel]
- *            [-e epilogue|kernel] [-t]
+ *            [-e epilogue|kernel] [-t] [-c arch]
  * Defaults: ViT-S/16 (D 384, depth 12, 6 heads), 5 channels, 2 x 224 + 8 x 96 crops, K 65536, batch
  * 64 per GPU, bf16, raw uint16 images of 256 x 256.  -x adds a step timed op by op (GEMMs,
  * attention, other); -M uses the MPI gradient communicator instead of NCCL; -A the GELU form
@@ -16,7 +16,8 @@
  * kernels' options, and -F sets them for the run (backend_cuda_set_flash_options; default 7).
  * The choices of the deck's &gpu group: -i the attention implementation (default flash), -b the
  * bias-gradient path, -e the GELU path (epilogue: in the GEMMs where the library computes the
- * model's form; kernel), -t GEMM tuning.
+ * model's form; kernel), -t GEMM tuning, -c the kernel set of an older GPU (&gpu arch: 75 a T4's,
+ * 70 a V100's; fp16 only below 80).
  *
  * One step is what the training loop runs: GPU augmentation of a raw batch (augment_gpu), teacher
  * and student forward, DINO loss, centre all-reduce, backward with the gradients all-reduced in
@@ -31,8 +32,10 @@
  * Then the same steps again without augmentation (the last crops reused): the "model" step time,
  * comparable with bench/torch_dino_step.py.  FLOPs are counted explicitly (matmuls and attention,
  * 2 per multiply-add; backward = 2 x forward; the teacher runs forward only) and MFU is FLOPs per
- * second over the peak: -T, or the datasheet's dense peak of the GPU (gpu_peaks: bf16 tensor cores
- * or fp32; 989.4 / 66.9 TFLOP/s on H100 and H200 SXM, 756.5 / 51.2 on H100 PCIe).
+ * second over the peak: -T, or the datasheet's dense peak of the GPU (gpu_peaks: bf16 or fp16
+ * tensor cores, the same peak, or fp32; 989.4 / 66.9 TFLOP/s on H100 and H200 SXM, 756.5 / 51.2 on
+ * H100 PCIe, fp16 65 on a T4 (320 GB/s) and 125 on a V100 SXM2 (900 GB/s)).  -P fp16 runs fp16
+ * with the dynamic loss scale (model/loss_scale.h; skipped steps said).
  * The model step is also set against its floor (bench/ops_traffic.h): for every op, the larger of
  * its FLOPs over that peak and the bytes it must move over the memory bandwidth (-W GB/s, or the
  * datasheet's: 3352 on H100 SXM, 2000 PCIe, 4800 on H200), summed over the step's ops; with -x, each kind of op's GPU time next
@@ -164,6 +167,8 @@ static void gpu_peaks(const char *name, int fp32, double *flops, double *bw) {
       {"H200", "NVL", 835.5, 59.8, 4800},   /* HBM3e */
       {"H200", NULL, 989.4, 66.9, 4800},    /* SXM */
       {"H100", NULL, 989.4, 66.9, 3352},    /* SXM */
+      {"T4", NULL, 65.0, 8.1, 320},         /* fp16 tensor cores (no bf16), GDDR6 */
+      {"V100", NULL, 125.0, 15.7, 900},     /* SXM2, fp16 tensor cores (no bf16), HBM2 */
   };
   *flops = *bw = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -188,7 +193,7 @@ int main(int argc, char **argv) {
   const char *precision = "bf16";
   const char *attention = "flash", *bias_grad = "epilogue", *gelu = "epilogue";
   int gemm_tune = 0;
-  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xMA:SaF:i:b:e:t")) != -1) {
+  while ((opt = getopt(argc, argv, "B:P:s:w:D:L:H:p:C:g:l:n:K:R:T:W:xMA:SaF:i:b:e:tc:")) != -1) {
     switch (opt) {
     case 'B': B = atoi(optarg); break;
     case 'P': precision = optarg; break;
@@ -211,6 +216,7 @@ int main(int argc, char **argv) {
     case 'b': bias_grad = optarg; break;
     case 'e': gelu = optarg; break;
     case 't': gemm_tune = 1; break;
+    case 'c': backend_cuda_set_arch(atoi(optarg)); break;
     case 'M': use_mpi = 1; break;
     case 'S': serial_aug = 1; break;
     case 'a': attn_only = 1; break;
@@ -406,6 +412,9 @@ int main(int argc, char **argv) {
     printf("data: %.1f ms exposed (the backend's stream idle for the augmentation); its host part (raw batch "
            "into pinned memory, crop tables) took %.1f ms, %s\n", 1e3 * td, 1e3 * tdh,
            serial_aug ? "serially (-S)" : "behind the queued backward");
+    if (st.ls.on)
+      printf("fp16 loss scale after the steps: %g, %lld step%s skipped for non-finite gradients\n", (double)st.ls.scale,
+             (long long)st.ls.skipped, st.ls.skipped == 1 ? "" : "s");
     printf("model only (no augmentation): %.1f ms per step, %.1f images/s per GPU, MFU %.1f%%\n", 1e3 * tm,
            B / tm, 100 * mfu_m);
     const double floor_s = tr.floor_s[TRAFFIC_GEMM] + tr.floor_s[TRAFFIC_ATTN] + tr.floor_s[TRAFFIC_OTHER];

@@ -249,13 +249,14 @@ static void t_res_bwd(void *df, const void *dy, const float *s, int B, int rps, 
 
 /* ---- loss and optimizer (parameter space: fp32) ---- */
 static void t_loss(float *loss, void *ds, float *tsum, const void *student, const void *teacher,
-                   const float *center, int B, int ns, int nt, int K, float student_temp, float teacher_temp) {
+                   const float *center, int B, int ns, int nt, int K, float student_temp, float teacher_temp,
+                   float grad_scale) {
   const double b = B, k = K;
   double bytes = A * (ns + nt) * b * k + F * k + F;
   if (ds) bytes += A * ns * b * k;
   if (tsum) bytes += F * k;
   charge(OP_LOSS, TRAFFIC_OTHER, bytes, 0);
-  in->dino_loss(loss, ds, tsum, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp);
+  in->dino_loss(loss, ds, tsum, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp, grad_scale);
 }
 static void t_center(float *center, const float *tsum, int K, float count, double m) {
   charge(OP_CENTER, TRAFFIC_OTHER, 3 * F * K, 0);

@@ -9,14 +9,16 @@ groups, teacher EMA), timed in three modes:
   max-autotune  torch.compile(mode="max-autotune"): GEMM templates autotuned per shape, CUDA graphs
                 (compiles for minutes)
 --fused uses torch.optim.AdamW(fused=True), one kernel for the whole update, instead of the
-default (foreach) implementation.
+default (foreach) implementation.  --precision fp16 is upstream's use_fp16: fp16 autocast with a
+GradScaler (scale the loss, unscale_ before the clipping, step and update: a step whose gradients
+overflow is skipped), scdino's &training precision = 'fp16'; bf16 (the default) has no scaler.
 Crops are random tensors already on the GPU (no augmentation): compare with the "model only" line
 of gpu_train_bench.  The FLOP count and the MFU peak are those of gpu_train_bench.
 The last lines are "RESULT key=value ..." for tests/gpu/run.sh and BENCH lines named
 torch_dino_step.MODE for bench/run_all (bench/bench_result.py).
 
 usage: python3 bench/torch_dino_step.py [--mode eager|compile|max-autotune] [--fused] [--batch 64]
-       [--steps 10] [--gelu none|tanh] ...
+       [--steps 10] [--gelu none|tanh] [--precision bf16|fp16] ...
 (--device cpu with a small model checks the script where there is no GPU; its numbers mean nothing.)
 """
 import argparse
@@ -32,9 +34,10 @@ from bench_result import bench_result  # bench/bench_result.py, next to this scr
 GELU = "none"  # nn.GELU's approximate= (--gelu; scdino's &model gelu_approximate)
 
 
-# Dense bf16 tensor-core peaks by CUDA device name (NVIDIA's datasheets; gpu_train_bench's table).
+# Dense bf16 (= fp16) tensor-core peaks by CUDA device name (NVIDIA's datasheets; gpu_train_bench's
+# table); the T4 and V100 have fp16 tensor cores only.
 GPU_PEAKS = [(("H100", "PCIe"), 756.5e12), (("H100", "NVL"), 835.5e12), (("H200", "NVL"), 835.5e12),
-             (("H200",), 989.4e12), (("H100",), 989.4e12)]
+             (("H200",), 989.4e12), (("H100",), 989.4e12), (("T4",), 65e12), (("V100",), 125e12)]
 
 
 def gpu_peak_bf16(name):
@@ -182,6 +185,8 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--gelu", choices=["none", "tanh"], default="none",
                     help="GELU form (nn.GELU approximate=), as scdino's &model gelu_approximate")
+    ap.add_argument("--precision", choices=["bf16", "fp16"], default="bf16",
+                    help="autocast type; fp16 with a GradScaler, as upstream's use_fp16")
     a = ap.parse_args()
     global GELU
     GELU = a.gelu
@@ -218,22 +223,35 @@ def main():
     g = [torch.randn(b, a.chans, a.global_size, a.global_size, device=dev) for _ in range(2)]
     loc = [torch.randn(b, a.chans, a.local_size, a.local_size, device=dev) for _ in range(a.n_local)]
     params = [p for p in student.parameters() if p.requires_grad]
+    amp = torch.float16 if a.precision == "fp16" else torch.bfloat16
+    scaler = None
+    if a.precision == "fp16":  # GradScaler's defaults (init 2^16, growth 2 every 2000, backoff 0.5)
+        scaler = (torch.amp.GradScaler(dev.type) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler(enabled=cuda))
     s_params = [p for p in student.parameters()]
     t_params = [p for p in teacher.parameters()]
 
     def step():
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=amp):
             with torch.no_grad():
                 t_out = ft([torch.cat(g)]).float()
             s_out = fs([torch.cat(g)] + ([torch.cat(loc)] if loc else [])).float()
             loss = dino_loss(s_out, t_out, center, 2 + a.n_local)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if scaler is not None:  # upstream's order: scale, backward, unscale_, clip, step, update
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+        else:
+            loss.backward()
         grads = [p.grad for p in params]
         norms = torch._foreach_norm(grads)  # per-parameter clipping, without host syncs
         coefs = [torch.clamp(3.0 / (n + 1e-6), max=1.0) for n in norms]
         torch._foreach_mul_(grads, coefs)
-        opt.step()
+        if scaler is not None:
+            scaler.step(opt)  # skipped when unscale_ found an inf or NaN
+            scaler.update()
+        else:
+            opt.step()
         with torch.no_grad():
             center.mul_(0.9).add_(t_out.sum(dim=0, keepdim=True) / t_out.shape[0], alpha=0.1)
             torch._foreach_mul_(t_params, 0.996)
@@ -265,15 +283,18 @@ def main():
     peak = a.peak_tflops * 1e12 or gpu_peak_bf16(name)
     mfu = flops / (ms * 1e-3) / peak
     mem = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
-    label = a.mode + ("-fused" if a.fused else "")
+    label = a.mode + ("-fused" if a.fused else "") + ("-fp16" if a.precision == "fp16" else "")
+    scale = scaler.get_scale() if scaler is not None else 1.0
     print(f"{name}, torch {torch.__version__}: {label}, batch {b}: median {ms:.1f} ms per step, "
           f"{b / (ms * 1e-3):.1f} images/s, {flops / 1e9:.1f} GFLOP per step, MFU {100 * mfu:.1f}%, peak memory {mem:.0f} MiB")
     print(f"RESULT mode={a.mode} batch={b} step_ms={ms:.2f} images_per_s={b / (ms * 1e-3):.1f} mfu={mfu:.4f} "
           f"peak_mib={mem:.0f} gflop={flops / 1e9:.1f} flop={flops} torch={torch.__version__} gelu={a.gelu} "
-          f"fused={int(a.fused)} first_step_s={first:.1f}")
-    notes = (f"{name}, torch {torch.__version__}, batch {b}, bf16 autocast, AdamW {'fused' if a.fused else 'foreach'}, "
+          f"fused={int(a.fused)} first_step_s={first:.1f} precision={a.precision} loss_scale={scale:g}")
+    notes = (f"{name}, torch {torch.__version__}, batch {b}, {a.precision} autocast"
+             f"{' + GradScaler' if scaler is not None else ''}, AdamW {'fused' if a.fused else 'foreach'}, "
              f"{flops / 1e9:.1f} GFLOP per step")
-    bn = f"torch_dino_step.{a.mode}" + (".fused" if a.fused else "") + (".gelu-tanh" if a.gelu == "tanh" else "")
+    bn = (f"torch_dino_step.{a.mode}" + (".fused" if a.fused else "") + (".gelu-tanh" if a.gelu == "tanh" else "")
+          + (".fp16" if a.precision == "fp16" else ""))
     bench_result(bn, "step_time", ms, "ms", notes + f", median of {a.steps}")
     bench_result(bn, "images_per_s", b / (ms * 1e-3), "images/s", notes)
     bench_result(bn, "mfu", 100 * mfu, "%", f"against {peak / 1e12:.1f} TFLOP/s")

@@ -1,11 +1,12 @@
 /* backend_cuda.h - the CUDA backend as C code sees it: op tables, device facts, memory, stream.
  *
  * The ops tables implement ops.h on one GPU (local rank i of a node takes GPU i, or the only GPU
- * the launcher left visible).  Two precisions share every kernel: 'bf16' (bf16 activations,
+ * the launcher left visible).  Three precisions share every kernel: 'bf16' (bf16 activations,
  * tensor-core GEMMs with fp32 accumulation, a bf16 copy of the weights refreshed through
- * params_changed) and 'fp32' (fp32 activations and GEMMs, no TF32: results compare with the CPU
- * backend).  Parameters, gradients, moments, LayerNorm statistics, softmax and the loss are fp32
- * in both.
+ * params_changed; compute capability 8.0 or later), 'fp16' (the same in IEEE half precision, on
+ * compute capability 7.0 or later; the model layer scales the loss, model/loss_scale.h) and 'fp32'
+ * (fp32 activations and GEMMs, no TF32: results compare with the CPU backend).  Parameters,
+ * gradients, moments, LayerNorm statistics, softmax and the loss are fp32 in all three.
  *
  * Only in builds with CUDA (HAVE_CUDA): C code calls these under #ifdef HAVE_CUDA. */
 #ifndef SCDINO_BACKEND_CUDA_H
@@ -19,12 +20,20 @@
 extern "C" {
 #endif
 
-/* The table for precision 'auto' (= bf16), 'bf16' or 'fp32'; NULL when no GPU is usable (no
- * driver, no device, more ranks on the node than GPUs, a GPU older than sm_80), silently: the
- * reason is in backend_cuda_why_not().  The first successful call picks and initialises the GPU. */
+/* The table for precision 'auto' (bf16 on compute capability 8.0 or later, else fp16), 'bf16',
+ * 'fp16' or 'fp32'; NULL when no GPU is usable (no driver, no device, more ranks on the node than
+ * GPUs, a GPU older than sm_70), silently: the reason is in backend_cuda_why_not().  'bf16' on a GPU
+ * below 8.0 ends the job (SCD_EXIT_INPUT).  The first successful call picks and initialises the
+ * GPU. */
 const struct ops *backend_cuda(void);
 const struct ops *backend_cuda_for(const char *precision);
 const char *backend_cuda_why_not(void);
+/* The compute capability (times 10) whose kernel set runs: the GPU's, or a lower one set here
+ * (&gpu arch; 0 = the GPU's own), e.g. 75 for a T4's kernels (f16 mma.sync m16n8k8, no cp.async)
+ * on a newer GPU, for tests.  Set it before the first backend_cuda_for: 'auto' follows it.
+ * backend_cuda_arch: the one in force (0 before the GPU is initialised). */
+void backend_cuda_set_arch(int arch);
+int backend_cuda_arch(void);
 
 struct backend_cuda_info {
   char name[256];        /* "NVIDIA H100 80GB HBM3" */
@@ -74,12 +83,12 @@ long backend_cuda_bias_grad_fused(void);
 /* GELU inside the GEMMs (cuBLASLt's GELU epilogues, cuda/ops/gelu_gemm.cu): "epilogue" (default: where
  * the library computes the model's GELU, see backend_cuda_gelu_library) or "kernel" (always a
  * kernel of its own).  backend_cuda_gelu_library: the
- * GELU cuBLASLt's epilogue computes for fp32 (bf16 = 0) or bf16 activations, found by a probe:
+ * GELU cuBLASLt's epilogue computes for fp32 (act = 0), bf16 (1) or fp16 (2) activations, found by a probe:
  * "none" (exact), "tanh", "neither", "declined" (no algorithm) or "unprobed" (no GPU context).
  * backend_cuda_gelu_fused: how many GEMMs have run a GELU epilogue. */
 void backend_cuda_set_gelu(const char *how);
 const char *backend_cuda_gelu(void);
-const char *backend_cuda_gelu_library(int bf16);
+const char *backend_cuda_gelu_library(int act);
 long backend_cuda_gelu_fused(void);
 /* Why cuDNN's fused attention cannot run on this build and GPU ("" when it can), and how many
  * forward and backward calls it has run so far (the rest went to the flash kernel). */

@@ -1,14 +1,15 @@
 # SCDINO_CHECK_CUDA: optional CUDA backend.  --with-cuda[=DIR] (default: use it if found in
 # /usr/local/cuda or via nvcc on PATH).  Links against lib64/stubs as well, so the build works on
-# hosts without a GPU driver.  --with-cuda-arch=LIST picks the SM architectures (default 90, with
-# PTX of the highest one so newer GPUs JIT it).
+# hosts without a GPU driver.  --with-cuda-arch=LIST picks the SM architectures (default 70,75,80,90:
+# V100, T4, A100, H100/H200, with PTX of the highest one so newer GPUs JIT it; a list without 70 or
+# 75 leaves those GPUs only the PTX of a newer one, which they cannot run).
 AC_DEFUN([SCDINO_CHECK_CUDA], [
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@], [build the CUDA backend (default: if found)])],
     [], [with_cuda=guess])
   AC_ARG_WITH([cuda-arch],
-    [AS_HELP_STRING([--with-cuda-arch=LIST], [comma-separated SM versions, e.g. 80,90 (default: 90, plus PTX)])],
-    [], [with_cuda_arch=90])
+    [AS_HELP_STRING([--with-cuda-arch=LIST], [comma-separated SM versions, e.g. 80,90 (default: 70,75,80,90, plus PTX of the last)])],
+    [], [with_cuda_arch=70,75,80,90])
   AC_ARG_VAR([NVCC], [CUDA compiler])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
   have_cuda=no
@@ -50,13 +51,23 @@ _SCDEOF
   NVCC_ARCH=""
   NVCC_ARCH_SUMMARY="-"
   AS_IF([test "x$have_cuda" = xyes], [
-    last=""
+    # The architectures this nvcc can compile for (CUDA 13 has no sm_70: a V100 needs CUDA 12).
+    # Of the default list, those it lacks are left out and said; one asked for by name stops here.
+    cuda_known=`$NVCC --list-gpu-arch 2>/dev/null | $SED -n 's/^compute_//p' | tr '\n' ' '`
+    last=""; kept=""; dropped=""
     for a in `echo "$with_cuda_arch" | tr ',' ' '`; do
       a=`echo $a | $SED -e 's/^sm_//' -e 's/^compute_//'`
-      NVCC_ARCH="$NVCC_ARCH -gencode arch=compute_$a,code=sm_$a"; last=$a
+      AS_IF([test -n "$cuda_known" && ! echo " $cuda_known " | grep -q " $a "], [
+        AS_IF([test "x$with_cuda_arch" = x70,75,80,90], [dropped="$dropped sm_$a"; continue],
+          [AC_MSG_ERROR([--with-cuda-arch: $NVCC cannot compile for sm_$a (it knows: $cuda_known)])])])
+      NVCC_ARCH="$NVCC_ARCH -gencode arch=compute_$a,code=sm_$a"; last=$a; kept="$kept sm_$a"
     done
+    AS_IF([test -z "$last"], [AC_MSG_ERROR([--with-cuda-arch: no architecture left to compile for])])
     NVCC_ARCH="$NVCC_ARCH -gencode arch=compute_$last,code=compute_$last"
-    NVCC_ARCH_SUMMARY="sm_`echo $with_cuda_arch | $SED -e 's/,/ sm_/g'` + PTX compute_$last"
+    NVCC_ARCH_SUMMARY="`echo $kept` + PTX compute_$last"
+    AS_IF([test -n "$dropped"], [
+      NVCC_ARCH_SUMMARY="$NVCC_ARCH_SUMMARY (left out:$dropped, which this nvcc cannot compile for)"
+      AC_MSG_WARN([CUDA: no device code for$dropped: $NVCC cannot compile for it (sm_70, a V100, needs CUDA 12.x)])])
     CUDA_LIBS="-lcublasLt -lcublas -lcudart -lstdc++"
     AC_DEFINE([HAVE_CUDA], [1], [the CUDA backend is built])
     scdino_cuda_summary="yes, runtime $scdino_cudart_version ($cuda_dir)"],

@@ -374,6 +374,17 @@ static int tc_bwd(float *, const float *, const float *, const float *, const fl
                   int, int, int, float) {
   return 0;
 }
+static int tc_fwd(f16 *out, float *lse, const f16 *qkv, int B, int N, int H, int hd, float scale) {
+  if (!k_attn_mma_covers_t<f16>(B * H, hd, qkv, NULL)) return 0;
+  k_attn_mma_fwd_t<f16>(out, lse, qkv, B, N, H, hd, scale);
+  return 1;
+}
+static int tc_bwd(f16 *dqkv, const f16 *dout, const f16 *out, const f16 *qkv, const float *lse,
+                  float *Dg, int B, int N, int H, int hd, float scale) {
+  if (!k_attn_mma_covers_t<f16>(B * H, hd, qkv, dout)) return 0;
+  k_attn_mma_bwd_t<f16>(dqkv, dout, out, qkv, lse, Dg, B, N, H, hd, scale);
+  return 1;
+}
 static int tc_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                   float *Dg, int B, int N, int H, int hd, float scale) {
   if (k_attn_mma_covers(B * H, hd, qkv, dout)) {
@@ -461,3 +472,6 @@ template void k_attn_bwd<float>(float *, const float *, const float *, const flo
                                 int, int, int, int, float);
 template void k_attn_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, int,
                                int, int, int, float);
+template void k_attn_fwd<f16>(f16 *, float *, float *, const f16 *, int, int, int, int, float);
+template void k_attn_bwd<f16>(f16 *, const f16 *, const f16 *, const f16 *, const float *, int, int,
+                              int, int, float);

@@ -282,9 +282,9 @@ static const char *sdpa_unusable(void) {
   if (v < 91700)
     snprintf(why, sizeof why, "cuDNN %zu.%zu.%zu has no fused attention operation (9.17 or later)",
              v / 10000, v % 10000 / 100, v % 100);
-  else if (cu.prop.major < 8)
+  else if (cu.arch < 80)
     snprintf(why, sizeof why, "cuDNN's fused attention needs compute capability 8.0 or later, this "
-             "GPU has %d.%d", cu.prop.major, cu.prop.minor);
+             "GPU has %d.%d", cu.arch / 10, cu.arch % 10);
   if (!*why) {
     /* A cuDNN whose sub-libraries are missing or of another version fails here: a reason to run
      * without it, not to stop the job. */

@@ -5,7 +5,7 @@
  * softmax(S) kept as the state in the activation type, O = P V; backward dV = P^T dO,
  * dP = dO V^T, dS = scale P (dP - rowsum(P dP)), dQ = dS K, dK = dS^T Q.  Every product is one
  * cublasGemmBatchedEx over all B x H heads, reading q, k, v in place in the qkv layout through
- * pointer arrays built on the GPU; fp32 accumulation (tensor cores in bf16, no TF32 in fp32).
+ * pointer arrays built on the GPU; fp32 accumulation (tensor cores in bf16 and f16, no TF32 in fp32).
  * The N x N matrices are small at DINO's sizes (N = 197: 60 MB of bf16 P per block at batch 64
  * x 2 crops, ViT-S), which is what makes this simple form attractive against the flash kernels.
  *
@@ -27,7 +27,7 @@ static cublasHandle_t blas_handle(void) {
   if (!blas) {
     CHECK_CUBLAS(cublasCreate(&blas));
     CHECK_CUBLAS(cublasSetStream(blas, cu.stream));
-    /* No TF32 for fp32; partial sums of split-k products added in fp32, never in bf16 (as the
+    /* No TF32 for fp32; partial sums of split-k products added in fp32, never in bf16 or f16 (as the
      * cuBLASLt GEMMs' REDUCTION_SCHEME_MASK). */
     CHECK_CUBLAS(cublasSetMathMode(
         blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
@@ -227,3 +227,7 @@ template void k_attn_gemm_bwd<float>(float *, const float *, const float *, cons
                                      int, int, int, int, float);
 template void k_attn_gemm_bwd<bf16>(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, int,
                                     int, int, int, float);
+template size_t k_attn_gemm_state_bytes<f16>(int, int, int);
+template void k_attn_gemm_fwd<f16>(f16 *, f16 *, float *, float *, const f16 *, int, int, int, int, float);
+template void k_attn_gemm_bwd<f16>(f16 *, const f16 *, const f16 *, const f16 *, const float *, int, int,
+                                   int, int, float);

@@ -387,7 +387,7 @@ static size_t tc_smem_most(int hd) {
 }
 
 int k_attn_tc_covers(int hd, const void *qkv, const void *dout) {
-  return cu.prop.major >= 8 && hd % 16 == 0 && hd >= 16 && hd <= 128 &&
+  return cu.arch >= 80 && hd % 16 == 0 && hd >= 16 && hd <= 128 &&
          tc_smem_most(hd) <= cu.prop.sharedMemPerBlockOptin && !(((uintptr_t)qkv | (uintptr_t)dout) & 15);
 }
 

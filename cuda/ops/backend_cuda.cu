@@ -1,4 +1,4 @@
-/* backend_cuda.cu - the CUDA backend's context, memory, timers and its two op tables. */
+/* backend_cuda.cu - the CUDA backend's context, memory, timers and its three op tables. */
 #include "build_config.h"
 
 #include <cublasLt.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include <cmath>
-#include <unordered_map>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/backend_cuda.h"
@@ -22,81 +22,16 @@ struct cu_ctx cu;
 
 static char why_not[512] = "the CUDA backend has not been initialised";
 static int init_failed;
+static int arch_set; /* backend_cuda_set_arch's value: 0 = the GPU's */
 
-/* ---- memory accounting ------------------------------------------------------------------------ */
-
-static std::unordered_map<void *, size_t> *live; /* device allocations and their sizes */
-static size_t bytes_in_use, bytes_peak;
-
-void *cu_dev_alloc(size_t bytes, const char *what) {
-  void *p = NULL;
-  if (bytes == 0) bytes = 256;
-  cudaError_t e = cudaMalloc(&p, bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    size_t fr = 0, tot = 0;
-    cudaMemGetInfo(&fr, &tot);
-    scd_fatal(SCD_EXIT_FAILURE,
-              "GPU %d out of memory: %s of %.1f MiB failed (%s); the backend holds %.1f MiB, the "
-              "device has %.1f of %.1f MiB free; reduce batch_size_per_rank",
-              cu.device, what, bytes / 1048576.0, cudaGetErrorString(e), bytes_in_use / 1048576.0,
-              fr / 1048576.0, tot / 1048576.0);
-  }
-  if (!live) live = new std::unordered_map<void *, size_t>();
-  (*live)[p] = bytes;
-  bytes_in_use += bytes;
-  if (bytes_in_use > bytes_peak) bytes_peak = bytes_in_use;
-  return p;
-}
-
-void cu_dev_free(void *p) {
-  if (!p) return;
-  if (live) {
-    auto it = live->find(p);
-    if (it != live->end()) {
-      bytes_in_use -= it->second;
-      live->erase(it);
-    }
-  }
-  CHECK_CUDA(cudaFree(p)); /* waits for the device: no queued kernel can still use p */
-}
-
-/* ---- scratch ------------------------------------------------------------------------------------ */
-
-static void *scratch_ptr[SLOT_COUNT];
-static size_t scratch_size[SLOT_COUNT];
-
-void *cu_scratch(int slot, size_t bytes) {
-  SCD_ASSERT(slot >= 0 && slot < SLOT_COUNT);
-  if (bytes > scratch_size[slot]) {
-    size_t want = bytes + bytes / 4; /* some headroom: sizes vary between passes */
-    want = (want + 255) / 256 * 256;
-    if (scratch_ptr[slot]) {
-      CHECK_CUDA(cudaStreamSynchronize(cu.stream));
-      cu_dev_free(scratch_ptr[slot]);
-    }
-    scratch_ptr[slot] = cu_dev_alloc(want, "scratch");
-    scratch_size[slot] = want;
-  }
-  return scratch_ptr[slot];
-}
-
-void *cu_upload_table(int slot, const void *host, size_t bytes) {
-  void *d = cu_scratch(slot, bytes);
-  /* From pageable memory the copy is staged before the call returns, so the host table may be
-   * reused at once; it still runs in stream order after the ops before it. */
-  if (bytes) CHECK_CUDA(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cu.stream));
-  return d;
-}
-
-/* Weights of element type T for a GEMM: fp32 as they are, bf16 through the shadows. */
+/* Weights of element type T for a GEMM: fp32 as they are, bf16 and f16 through the shadows. */
 template <typename T> static const T *gemm_weights(const float *w, size_t n, int slot) {
   if constexpr (sizeof(T) == sizeof(float)) {
     (void)n;
     (void)slot;
     return (const T *)w;
   } else {
-    return w ? cu_weights_bf16(w, n, slot) : NULL;
+    return w ? cu_weights<T>(w, n, slot) : NULL;
   }
 }
 
@@ -155,13 +90,17 @@ static int cu_init(void) {
     (void)cudaGetLastError();
     return 0;
   }
-  if (cu.prop.major < 8) {
+  /* Every kernel has a form for compute capability 7.0 and later (bf16 GEMMs need 8.0: 'auto'
+   * takes f16 below it); older GPUs lack the tensor cores the GEMMs are planned for. */
+  if (cu.prop.major < 7) {
     snprintf(why_not, sizeof why_not,
-             "GPU %d (%s) has compute capability %d.%d; bf16 tensor cores need 8.0 or later", dev,
-             cu.prop.name, cu.prop.major, cu.prop.minor);
+             "GPU %d (%s) has compute capability %d.%d; the CUDA backend needs 7.0 (V100) or later",
+             dev, cu.prop.name, cu.prop.major, cu.prop.minor);
     return 0;
   }
   cu.device = dev;
+  const int gpu_arch = cu.prop.major * 10 + cu.prop.minor;
+  cu.arch = arch_set > 0 && arch_set < gpu_arch ? arch_set : gpu_arch;
   CHECK_CUDA(cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking));
   lt_init();
   cu.ready = 1;
@@ -181,12 +120,8 @@ static void o_free(void *p) {
   if (!p) return;
   /* First the queued work, which may still read p or its bf16 copy. */
   CHECK_CUDA(cudaStreamSynchronize(cu.stream));
-  size_t bytes = 1;
-  if (live) {
-    auto it = live->find(p);
-    if (it != live->end() && it->second) bytes = it->second;
-  }
-  cu_shadow_forget(p, bytes);
+  const size_t bytes = cu_dev_size(p);
+  cu_shadow_forget(p, bytes ? bytes : 1);
   cu_dev_free(p);
 }
 /* Whether host memory is page-locked (a copy from it runs truly asynchronously). */
@@ -229,8 +164,8 @@ template <typename T> static void o_act_to_f32(float *dst, const void *src, size
   PROF(P_OTHER, k_convert_to_f32<T>(dst, (const T *)src, n));
 }
 static void o_sync(void) { CHECK_CUDA(cudaStreamSynchronize(cu.stream)); }
-static void o_params_changed_bf16(const float *params, size_t n) {
-  if (params && n) cu_shadow_register(params, n);
+template <typename T> static void o_params_changed_half(const float *params, size_t n) {
+  if (params && n) cu_shadow_register<T>(params, n);
 }
 static void o_set_threads(int n) { (void)n; /* host work of this backend is one thread */ }
 static void o_profile(struct ops_profile *p, int reset) { prof_read(p, reset); }
@@ -386,19 +321,20 @@ static void o_l2_bwd(void *dx, const void *dy, const void *y, const float *norm,
 }
 static void o_wn_fwd(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
   cu_shadow_touch(w, (size_t)K * D * sizeof(float));
-  PROF(P_OTHER, k_weightnorm_fwd(w, NULL, vnorm, g, v, K, D));
+  PROF(P_OTHER, k_weightnorm_fwd<bf16>(w, NULL, vnorm, g, v, K, D));
 }
-/* In bf16 the normalised weight (DINO head's last layer: 65536 x 256) is only read by GEMMs, as
- * bf16: the kernel writes that copy too, so neither the forward nor the backward GEMM converts
- * it. */
-static void o_wn_fwd_bf16(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
+/* In bf16 and f16 the normalised weight (DINO head's last layer: 65536 x 256) is only read by
+ * GEMMs, as T: the kernel writes that copy too, so neither the forward nor the backward GEMM
+ * converts it. */
+template <typename T>
+static void o_wn_fwd_half(float *w, float *vnorm, const float *g, const float *v, int K, int D) {
   const size_t n = (size_t)K * D;
-  bf16 *wc = cu_shadow_rewritten(w, n);
+  T *wc = cu_shadow_rewritten<T>(w, n);
   if (!wc && n) {
-    cu_shadow_register(w, n);
-    wc = cu_shadow_rewritten(w, n);
+    cu_shadow_register<T>(w, n);
+    wc = cu_shadow_rewritten<T>(w, n);
   }
-  PROF(P_OTHER, k_weightnorm_fwd(w, wc, vnorm, g, v, K, D));
+  PROF(P_OTHER, k_weightnorm_fwd<T>(w, wc, vnorm, g, v, K, D));
 }
 static void o_wn_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
                      const float *vnorm, int K, int D) {
@@ -418,10 +354,11 @@ enum attn_impl { ATTN_GEMM, ATTN_FLASH, ATTN_CUDNN };
 static enum attn_impl attn_choice = ATTN_FLASH;
 static const char *const attn_names[] = {"gemm", "flash", "cudnn"};
 
-/* What this call takes.  Batched bf16 GEMMs need every head's pointer 16-byte aligned once a
- * product's k is a multiple of 8 (cuBLAS cannot check pointers it reads from device arrays): a head
- * at h * hd elements is not when hd % 8 != 0, so such models take the flash kernel.  cuDNN's fused
- * attention is bf16 only: the fp32 table keeps the GEMM form, which compares with the CPU. */
+/* What this call takes.  Batched bf16 and f16 GEMMs need every head's pointer 16-byte aligned once
+ * a product's k is a multiple of 8 (cuBLAS cannot check pointers it reads from device arrays): a
+ * head at h * hd elements is not when hd % 8 != 0, so such models take the flash kernel.  cuDNN's
+ * fused attention is bf16 only (f16 falls back as a declined call does, to the GEMM form on the
+ * flash state): the fp32 table keeps the GEMM form, which compares with the CPU. */
 template <typename T> static enum attn_impl attn_kind(int hd) {
   const int bf = sizeof(T) == 2;
   if (attn_choice == ATTN_CUDNN) return bf ? (hd % 8 ? ATTN_FLASH : ATTN_CUDNN) : ATTN_GEMM;
@@ -456,6 +393,19 @@ static int attn_aligned(const void *a, const void *b, const void *c) {
   return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15);
 }
 
+/* 'flash' in f16 where no tensor-core flash kernel takes the call (attention_mma.cu's f16 form
+ * needs compute capability 7.5, mma.sync m16n8k8, and head dimension 32 or 64; a V100 has no such
+ * instruction): the GEMM form on the flash state (the row log-sum-exp, as cuDNN's fallback), so
+ * that attention stays on the tensor cores, batched through cuBLAS, with the flash kernel's
+ * memory.  Unaligned tensors and head dimensions that are not multiples of 8 keep the CUDA-core
+ * flash kernel. */
+template <typename T>
+static int flash_by_gemm(int BH, int hd, const void *a, const void *b, const void *c, const void *qkv,
+                         const void *dout) {
+  if (act_code<T>::value != ACT_F16 || hd % 8 || !attn_aligned(a, b, c)) return 0;
+  return !k_attn_mma_covers_t<T>(BH, hd, qkv, dout);
+}
+
 template <typename T>
 static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, int B, int N, int H,
                        int hd, float scale) {
@@ -476,6 +426,10 @@ static void o_attn_fwd(void *out, void *state, float *probs, const void *qkv, in
       PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, NULL, lse, probs, (const T *)qkv, B, N, H, hd, scale));
       return;
     }
+  }
+  if (kind == ATTN_FLASH && flash_by_gemm<T>(B * H, hd, out, qkv, NULL, qkv, NULL)) {
+    PROF(P_ATTN, k_attn_gemm_fwd<T>((T *)out, NULL, lse, probs, (const T *)qkv, B, N, H, hd, scale));
+    return;
   }
   if (!lse && probs) lse = (float *)cu_scratch(SLOT_ATTN, k_attn_state_bytes(B, N, H));
   PROF(P_ATTN, k_attn_fwd<T>((T *)out, lse, probs, (const T *)qkv, B, N, H, hd, scale));
@@ -501,6 +455,11 @@ static void o_attn_bwd(void *dqkv, const void *dout, const void *out, const void
       return;
     }
   }
+  if (kind == ATTN_FLASH && flash_by_gemm<T>(B * H, hd, dqkv, dout, qkv, qkv, dout)) {
+    PROF(P_ATTN, k_attn_gemm_bwd<T>((T *)dqkv, (const T *)dout, (const T *)qkv, NULL,
+                                    (const float *)state, B, N, H, hd, scale));
+    return;
+  }
   PROF(P_ATTN, k_attn_bwd<T>((T *)dqkv, (const T *)dout, (const T *)out, (const T *)qkv,
                              (const float *)state, B, N, H, hd, scale));
 }
@@ -517,10 +476,10 @@ static void o_gelu_bwd_bias(void *dx, float *db, const void *dy, const void *x, 
   PROF(P_OTHER, k_gelu_bwd_bias<T>((T *)dx, db, (const T *)dy, (const T *)x, rows, cols, approx));
 }
 
-/* GELU in the GEMM (cuda/ops/gelu_gemm.cu), bf16 only: where the library computes this GELU and has an
+/* GELU in the GEMM (cuda/ops/gelu_gemm.cu), bf16 and f16 only: where the library computes this GELU and has an
  * algorithm for the shape; otherwise the GEMM and the GELU kernel. */
 template <typename T> static int o_gelu_in_gemm(int approx) {
-  return cu_gelu_in_gemm(approx, sizeof(T) == 2);
+  return cu_gelu_in_gemm(approx, act_code<T>::value);
 }
 template <typename T>
 static void o_linear_gelu_fwd(void *h, void *pre, const void *x, const float *w, const float *b,
@@ -572,9 +531,9 @@ static void o_res_bwd(void *df, const void *dy, const float *s, int B, int rps, 
 template <typename T>
 static void o_dino_loss(float *loss, void *ds, float *tsum, const void *student,
                         const void *teacher, const float *center, int B, int ns, int nt, int K,
-                        float student_temp, float teacher_temp) {
+                        float student_temp, float teacher_temp, float grad_scale) {
   PROF(P_OTHER, k_dino_loss<T>(loss, (T *)ds, tsum, (const T *)student, (const T *)teacher, center,
-                               B, ns, nt, K, student_temp, teacher_temp));
+                               B, ns, nt, K, student_temp, teacher_temp, grad_scale));
 }
 static void o_center_update(float *center, const float *tsum, int K, float count, double m) {
   PROF(P_OTHER, k_center_update(center, tsum, K, count, m));
@@ -595,29 +554,32 @@ static void o_seg_scale(float *buf, const struct ops_seg *segs, const float *sca
 static void o_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
                     int nseg, double beta1, double beta2, double eps) {
   for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
-  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, NULL, beta1, beta2, eps, NULL, 0, 0.0, NULL, NULL));
+  PROF(P_OTHER, k_adamw<bf16>(p, g, m, v, segs, nseg, NULL, beta1, beta2, eps, NULL, 0, 0.0, NULL, NULL));
 }
 static void o_ema(float *dst, const float *src, size_t n, double m) {
   cu_shadow_touch(dst, n * sizeof(float));
   if (n) PROF(P_OTHER, k_ema(dst, src, n, m));
 }
+template <typename T>
 static void o_adamw_ema(float *p, const float *g, float *m, float *v,
                         const struct ops_adamw_seg *segs, int nseg, const float *gscale_host,
                         double beta1, double beta2, double eps, float *teacher, size_t n,
                         double momentum) {
-  /* The bf16 copies of student and teacher written by the same kernel, which saves converting
-   * both buffers again before the next step's GEMMs: the student's where it is up to date (the
-   * elements AdamW leaves alone keep their copies), the teacher's wherever it covers the EMA's
-   * range exactly (all of it rewritten). */
+  /* The 16-bit copies (bf16 or f16) of student and teacher written by the same kernel, which
+   * saves converting both buffers again before the next step's GEMMs: the student's where it is
+   * up to date (the elements AdamW leaves alone keep their copies), the teacher's wherever it
+   * covers the EMA's range exactly (all of it rewritten).  fp32 has none. */
+  typedef typename std::conditional<sizeof(T) == 2, T, bf16>::type C;
   size_t end = 0;
   for (int s = 0; s < nseg; s++)
     if (segs[s].off + segs[s].n > end) end = segs[s].off + segs[s].n;
-  bf16 *pc = cu_shadow_current(p, end), *tc = cu_shadow_rewritten(teacher, n);
+  C *pc = sizeof(T) == 2 ? cu_shadow_current<C>(p, end) : NULL;
+  C *tc = sizeof(T) == 2 ? cu_shadow_rewritten<C>(teacher, n) : NULL;
   if (!pc)
     for (int s = 0; s < nseg; s++) cu_shadow_touch(p + segs[s].off, segs[s].n * sizeof(float));
   if (!tc) cu_shadow_touch(teacher, n * sizeof(float));
-  PROF(P_OTHER, k_adamw(p, g, m, v, segs, nseg, gscale_host, beta1, beta2, eps, teacher, n,
-                        momentum, pc, tc));
+  PROF(P_OTHER, k_adamw<C>(p, g, m, v, segs, nseg, gscale_host, beta1, beta2, eps, teacher, n,
+                           momentum, pc, tc));
 }
 
 /* The GPU model and the libraries whose kernels compute the results (ops->arithmetic). */
@@ -630,9 +592,10 @@ static void o_arithmetic(char *buf, size_t n) {
 
 /* ---- the tables --------------------------------------------------------------------------------- */
 
-template <typename T> static void fill_ops(struct ops *o, const char *name) {
+template <typename T> static void fill_ops(struct ops *o, const char *name, const char *precision) {
   memset(o, 0, sizeof *o);
   o->name = name;
+  o->precision = precision;
   o->act_size = sizeof(T);
   o->arithmetic = o_arithmetic;
   o->alloc = o_alloc;
@@ -644,7 +607,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->act_from_f32 = o_act_from_f32<T>;
   o->act_to_f32 = o_act_to_f32<T>;
   o->sync = o_sync;
-  o->params_changed = sizeof(T) == sizeof(float) ? NULL : o_params_changed_bf16;
+  if constexpr (sizeof(T) == 2) o->params_changed = o_params_changed_half<T>;
   o->set_threads = o_set_threads;
   o->profile = o_profile;
   o->linear_fwd = o_linear_fwd<T>;
@@ -660,7 +623,8 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->layernorm_residual_bwd = o_ln_res_bwd<T>;
   o->l2norm_fwd = o_l2_fwd<T>;
   o->l2norm_bwd = o_l2_bwd<T>;
-  o->weightnorm_fwd = sizeof(T) == sizeof(float) ? o_wn_fwd : o_wn_fwd_bf16;
+  if constexpr (sizeof(T) == 2) o->weightnorm_fwd = o_wn_fwd_half<T>;
+  else o->weightnorm_fwd = o_wn_fwd;
   o->weightnorm_bwd = o_wn_bwd;
   o->attn_state_bytes = o_attn_state_bytes<T>;
   o->attn_fwd = o_attn_fwd<T>;
@@ -682,24 +646,44 @@ template <typename T> static void fill_ops(struct ops *o, const char *name) {
   o->seg_scale = o_seg_scale;
   o->adamw = o_adamw;
   o->ema = o_ema;
-  o->adamw_ema = o_adamw_ema;
+  o->adamw_ema = o_adamw_ema<T>;
 }
 
-static struct ops ops_bf16, ops_fp32;
+static struct ops ops_bf16, ops_f16, ops_fp32;
 
 extern "C" const struct ops *backend_cuda_for(const char *precision) {
-  const int fp32 = precision && !strcmp(precision, "fp32");
-  if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16") &&
+  if (!precision) precision = "auto";
+  if (strcmp(precision, "fp32") && strcmp(precision, "bf16") && strcmp(precision, "fp16") &&
       strcmp(precision, "auto"))
-    scd_fatal(SCD_EXIT_INPUT, "&training precision = '%s': expected 'auto', 'bf16' or 'fp32'",
+    scd_fatal(SCD_EXIT_INPUT, "&training precision = '%s': expected 'auto', 'bf16', 'fp16' or 'fp32'",
               precision);
   if (!cu_init()) return NULL;
   if (!ops_bf16.name) {
-    fill_ops<bf16>(&ops_bf16, "cuda");
-    fill_ops<float>(&ops_fp32, "cuda");
+    fill_ops<bf16>(&ops_bf16, "cuda", "bf16");
+    fill_ops<f16>(&ops_f16, "cuda", "fp16");
+    fill_ops<float>(&ops_fp32, "cuda", "fp32");
   }
-  return fp32 ? &ops_fp32 : &ops_bf16;
+  if (!strcmp(precision, "fp32")) return &ops_fp32;
+  if (!strcmp(precision, "fp16")) return &ops_f16;
+  /* bf16 GEMMs (cuBLASLt) and the bf16 tensor-core kernels need compute capability 8.0; 'auto'
+   * takes f16 with loss scaling below it, as upstream's use_fp16 on a V100 or T4 */
+  if (!strcmp(precision, "auto")) return cu.arch >= 80 ? &ops_bf16 : &ops_f16;
+  if (cu.arch < 80)
+    scd_fatal(SCD_EXIT_INPUT, "&training: precision = 'bf16' needs compute capability 8.0 or later; "
+              "GPU %d (%s) has %d.%d: use precision = 'fp16' or 'auto' (fp16 with loss scaling)",
+              cu.device, cu.prop.name, cu.arch / 10, cu.arch % 10);
+  return &ops_bf16;
 }
+
+extern "C" void backend_cuda_set_arch(int arch) {
+  arch_set = arch;
+  if (cu.ready) {
+    const int gpu_arch = cu.prop.major * 10 + cu.prop.minor;
+    cu.arch = arch > 0 && arch < gpu_arch ? arch : gpu_arch;
+  }
+}
+
+extern "C" int backend_cuda_arch(void) { return cu.ready ? cu.arch : 0; }
 
 extern "C" const struct ops *backend_cuda(void) { return backend_cuda_for("auto"); }
 
@@ -720,18 +704,6 @@ extern "C" int backend_cuda_info(struct backend_cuda_info *info) {
   memcpy(info->uuid, cu.prop.uuid.bytes, sizeof info->uuid);
   return 1;
 }
-
-extern "C" void backend_cuda_memory(size_t *in_use, size_t *peak, size_t *dev_free,
-                                    size_t *dev_total) {
-  if (in_use) *in_use = bytes_in_use;
-  if (peak) *peak = bytes_peak;
-  size_t fr = 0, tot = 0;
-  if (cu.ready) CHECK_CUDA(cudaMemGetInfo(&fr, &tot));
-  if (dev_free) *dev_free = fr;
-  if (dev_total) *dev_total = tot;
-}
-
-extern "C" void backend_cuda_reset_peak(void) { bytes_peak = bytes_in_use; }
 
 extern "C" void *backend_cuda_stream(void) { return cu.ready ? (void *)cu.stream : NULL; }
 

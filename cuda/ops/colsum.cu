@@ -50,3 +50,4 @@ void k_colsum(float *out, const T *a, int rows, int cols, size_t lda, int accumu
 
 template void k_colsum<float>(float *, const float *, int, int, size_t, int);
 template void k_colsum<bf16>(float *, const bf16 *, int, int, size_t, int);
+template void k_colsum<f16>(float *, const f16 *, int, int, size_t, int);

@@ -1,17 +1,20 @@
 /* cuda_internal.h - state, element-type helpers and launchers shared by the CUDA backend's .cu files.
  *
  * C++ (nvcc) only.  The backend is one process-wide context (one GPU per rank, one compute stream);
- * every kernel is a template over the activation element type T (float or bf16) and keeps its
- * arithmetic in fp32, so the fp32 ops table runs the very same kernels as the bf16 one. */
+ * every kernel is a template over the activation element type T (float, bf16 or f16) and keeps its
+ * arithmetic in fp32, so the three ops tables run the very same kernels. */
 #ifndef SCDINO_CUDA_INTERNAL_H
 #define SCDINO_CUDA_INTERNAL_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <library_types.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <type_traits>
 
 extern "C" {
 #include "model/ops.h"
@@ -19,6 +22,21 @@ extern "C" {
 #include "cuda/cuda_check.h"
 
 typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+/* The element types of the three tables, as run-time codes (gelu_gemm.cu's probe, the weight
+ * copies): ACT_F32, ACT_BF16, ACT_F16. */
+enum { ACT_F32 = 0, ACT_BF16 = 1, ACT_F16 = 2 };
+template <typename T> struct act_code;
+template <> struct act_code<float> {
+  static const int value = ACT_F32;
+};
+template <> struct act_code<bf16> {
+  static const int value = ACT_BF16;
+};
+template <> struct act_code<f16> {
+  static const int value = ACT_F16;
+};
 
 /* ---- context ---------------------------------------------------------------------------------- */
 
@@ -27,6 +45,9 @@ struct cu_ctx {
   int device;
   cudaDeviceProp prop;
   cudaStream_t stream; /* every op is queued here */
+  /* The compute capability the kernel choices follow (major * 10 + minor): the GPU's, or a lower
+   * one set for tests (backend_cuda_set_arch: the sm_70/75 kernel set on a newer GPU). */
+  int arch;
 };
 extern struct cu_ctx cu;
 
@@ -47,10 +68,12 @@ void prof_report(FILE *f, int top);
     prof_end(pi_);                              \
   } while (0)
 
-/* Device memory counted in the backend's in-use and peak figures; allocation failure ends the job
- * with the sizes involved. */
+/* device_memory.cu: device memory counted in the backend's in-use and peak figures; allocation
+ * failure ends the job with the sizes involved. */
 void *cu_dev_alloc(size_t bytes, const char *what);
 void cu_dev_free(void *p);
+/* The size of the allocation that starts at p (0: none of cu_dev_alloc's). */
+size_t cu_dev_size(const void *p);
 
 /* Device scratch that persists between calls, one buffer per slot, grown on demand (growing waits
  * for the stream, so no queued kernel still uses the old buffer).  Ops are stream-ordered, so
@@ -89,13 +112,15 @@ __device__ __forceinline__ float ldf(const float *p) { return *p; }
 __device__ __forceinline__ float ldf(const bf16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void stf(float *p, float v) { *p = v; }
 __device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float ldf(const f16 *p) { return __half2float(*p); }
+__device__ __forceinline__ void stf(f16 *p, float v) { *p = __float2half_rn(v); }
 
 /* Whether three pointers are all 16-byte aligned (the vector accesses below need it). */
 static inline bool aligned16(const void *a, const void *b, const void *c) {
   return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
 }
 
-/* 16 bytes of elements at once (8 bf16 or 4 fp32; p 16-byte aligned): memory-bound kernels need
+/* 16 bytes of elements at once (8 bf16 or f16, or 4 fp32; p 16-byte aligned): memory-bound kernels need
  * many bytes in flight per thread to approach the bandwidth. */
 template <typename T> struct vec16 {
   static const int N = 16 / (int)sizeof(T);
@@ -128,6 +153,9 @@ template <> struct cu_dtype<float> {
 template <> struct cu_dtype<bf16> {
   static constexpr cudaDataType_t value = CUDA_R_16BF;
 };
+template <> struct cu_dtype<f16> {
+  static constexpr cudaDataType_t value = CUDA_R_16F;
+};
 
 /* Warp-level sum and max (all lanes get the result; fixed butterfly order: deterministic). */
 __device__ __forceinline__ float warp_sum(float v) {
@@ -145,27 +173,29 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 
 /* ---- weights for GEMMs ------------------------------------------------------------------------ */
 
-/* weight_copies.cu: the bf16 copy of fp32 weights w[0..n) for a GEMM: the shadow of a registered
- * parameter buffer (params_changed), refreshed if it was written since, or a conversion into
- * scratch `slot`. */
-const bf16 *cu_weights_bf16(const float *w, size_t n, int slot);
-/* Register [base, base+n) for a bf16 copy (stale until refreshed); a different range over the same
- * memory loses its copy. */
-void cu_shadow_register(const float *base, size_t n);
+/* weight_copies.cu: the 16-bit copies (bf16 or f16, T) of fp32 weights for the GEMMs.  Each
+ * registered buffer has one copy per type asked for; writes mark every copy stale. */
+/* The copy of fp32 weights w[0..n) of type T for a GEMM: the shadow of a registered parameter
+ * buffer (params_changed), refreshed if it was written since, or a conversion into scratch
+ * `slot`. */
+template <typename T> const T *cu_weights(const float *w, size_t n, int slot);
+/* Register [base, base+n) for a copy of type T (stale until refreshed); a different range over the
+ * same memory loses its copies. */
+template <typename T> void cu_shadow_register(const float *base, size_t n);
 /* Device memory [p, p+bytes) was written by an op or a copy: shadows that overlap are stale. */
 void cu_shadow_touch(const void *p, size_t bytes);
 /* The allocation [p, p+bytes) is being freed: copies of buffers inside it are dropped, so that a
  * later allocation at the same address cannot pick up a stale copy. */
 void cu_shadow_forget(const void *p, size_t bytes);
-/* For a kernel that rewrites weights and can write their bf16 copy as it goes.  _current: the copy
- * of the buffer starting at base (at least n floats) if it is up to date, so that rewriting some
- * of its elements in both keeps it so; else NULL (the caller marks the writes).  _rewritten: the
- * copy of exactly [base, base+n), all of which the caller's next kernel writes (marked up to
- * date); NULL when there is none. */
-bf16 *cu_shadow_current(const float *base, size_t n);
-bf16 *cu_shadow_rewritten(const float *base, size_t n);
+/* For a kernel that rewrites weights and can write their copy of type T as it goes.  _current:
+ * the copy of the buffer starting at base (at least n floats) if it is up to date, so that
+ * rewriting some of its elements in both keeps it so; else NULL (the caller marks the writes).
+ * _rewritten: the copy of exactly [base, base+n), all of which the caller's next kernel writes
+ * (marked up to date, the copies of other types stale); NULL when there is none. */
+template <typename T> T *cu_shadow_current(const float *base, size_t n);
+template <typename T> T *cu_shadow_rewritten(const float *base, size_t n);
 
-/* ---- launchers (one file per concept; T = float or bf16) -------------------------------------- */
+/* ---- launchers (one file per concept; T = float, bf16 or f16) -------------------------------------- */
 
 /* gemm_lt.cu: column-major cuBLASLt product D[m,n] = op(A) op(B) + beta D, fp32 accumulation;
  * bias (type of D, length m) added by the epilogue when not NULL. */
@@ -207,16 +237,15 @@ int lt_tuning(void);
 void lt_tuning_report(void);
 
 /* gelu_gemm.cu: whether GELU with this approx (ops.h) runs in the GEMMs' epilogues for the
- * activation type (bf16 != 0: bf16, else fp32): &gpu gelu allows it and the probe found that
+ * activation type (act: ACT_F32, ACT_BF16, ACT_F16): &gpu gelu allows it and the probe found that
  * cuBLASLt computes this GELU (probed at the first call, which waits for the GPU).  cu_gelu_count:
  * one GEMM ran its GELU epilogue. */
-int cu_gelu_in_gemm(int approx, int bf16);
+int cu_gelu_in_gemm(int approx, int act);
 void cu_gelu_count(void);
 
 /* elementwise.cu */
 template <typename T> void k_convert_from_f32(T *dst, const float *src, size_t n);
 template <typename T> void k_convert_to_f32(float *dst, const T *src, size_t n);
-void k_f32_to_bf16(bf16 *dst, const float *src, size_t n);
 /* GELU: approx 0 exact (erf), 1 tanh approximation (ops.h) */
 template <typename T> void k_gelu_fwd(T *y, const T *x, size_t n, int approx);
 template <typename T> void k_gelu_bwd(T *dx, const T *dy, const T *x, size_t n, int approx);
@@ -257,9 +286,9 @@ void k_layernorm_residual_bwd(T *dx, float *dg, float *db, T *df, const float *s
 template <typename T> void k_l2norm_fwd(T *y, float *norm, const T *x, int rows, int D);
 template <typename T>
 void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, int D);
-/* wc (NULL: none): w's bf16 copy, written with it. */
-void k_weightnorm_fwd(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
-                      int D);
+/* wc (NULL: none): w's copy of type C (bf16 or f16), written with it. */
+template <typename C>
+void k_weightnorm_fwd(float *w, C *wc, float *vnorm, const float *g, const float *v, int K, int D);
 void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
                       const float *vnorm, int K, int D);
 
@@ -280,6 +309,15 @@ int k_attn_tc_covers(int hd, const void *qkv, const void *dout);
 /* attention_mma.cu: the same with mma.sync and register-resident scores, for head dimensions 32
  * and 64 and up to 65535 (batch x heads): k_attn_mma_covers says whether it takes a call. */
 int k_attn_mma_covers(int BH, int hd, const void *qkv, const void *dout);
+/* The same for the element type T (bf16: k_attn_mma_covers; f16: the f16 kernels, compute
+ * capability 7.5 or later: below 8.0, and with &gpu arch = 75, their sm_75 form), and the f16
+ * kernels. */
+template <typename T> int k_attn_mma_covers_t(int BH, int hd, const void *qkv, const void *dout);
+template <typename T>
+void k_attn_mma_fwd_t(T *out, float *lse, const T *qkv, int B, int N, int H, int hd, float scale);
+template <typename T>
+void k_attn_mma_bwd_t(T *dqkv, const T *dout, const T *out, const T *qkv, const float *lse, float *Dg,
+                      int B, int N, int H, int hd, float scale);
 void k_attn_mma_fwd(bf16 *out, float *lse, const bf16 *qkv, int B, int N, int H, int hd, float scale);
 void k_attn_mma_bwd(bf16 *dqkv, const bf16 *dout, const bf16 *out, const bf16 *qkv, const float *lse,
                     float *Dg, int B, int N, int H, int hd, float scale);
@@ -324,14 +362,16 @@ void k_attn_gemm_bwd(T *dqkv, const T *dout, const T *qkv, const T *P, const flo
 template <typename T>
 void k_dino_loss(float *loss, T *ds, float *tsum, const T *student, const T *teacher,
                  const float *center, int B, int ns, int nt, int K, float student_temp,
-                 float teacher_temp);
+                 float teacher_temp, float grad_scale);
 
 /* optim.cu */
 void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);
 void k_seg_sumsq(double *sumsq_host, const float *buf, const struct ops_seg *segs, int nseg);
 void k_seg_scale(float *buf, const struct ops_seg *segs, const float *scale_host, int nseg);
+/* pc, tc (NULL: none): the copies of type C (bf16 or f16) of p and teacher, written with them. */
+template <typename C>
 void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
              int nseg, const float *gscale_host, double beta1, double beta2, double eps,
-             float *teacher, size_t n_ema, double momentum, bf16 *pc, bf16 *tc);
+             float *teacher, size_t n_ema, double momentum, C *pc, C *tc);
 
 #endif

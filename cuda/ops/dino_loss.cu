@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(LTHREADS) loss_total_kernel(float *loss, const
 template <typename T, int V>
 static void dino_loss_run(float *loss, T *ds, const T *student, const T *teacher,
                           const float *center, int B, int ns, int nt, int K, float student_temp,
-                          float teacher_temp) {
+                          float teacher_temp, float grad_scale) {
   const int trows = nt * B, srows = ns * B, S = (K + LCHUNK - 1) / LCHUNK;
   const int npairs = nt * ns - (nt < ns ? nt : ns);
   SCD_ASSERT(srows <= 65535 && trows <= 65535);
@@ -229,7 +229,9 @@ static void dino_loss_run(float *loss, T *ds, const T *student, const T *teacher
   row_stats_kernel<T, V><<<dim3(S, srows), LTHREADS, 0, cu.stream>>>(spart, student, (const float *)NULL, K,
                                                                       student_temp);
   CHECK_LAUNCH();
-  const float coef = (float)(1.0 / ((double)npairs * B * (double)student_temp));
+  /* grad_scale (the loss scale, a power of two) scales the coefficient exactly, so ds is the
+   * unscaled gradient times it, rounded once to T */
+  const float coef = (float)((double)grad_scale / ((double)npairs * B * (double)student_temp));
   student_grad_kernel<T, V><<<dim3(S, srows), LTHREADS, 0, cu.stream>>>(
       lpart, ds, student, spart, q, qpart, B, nt, K, student_temp, coef);
   CHECK_LAUNCH();
@@ -240,20 +242,24 @@ static void dino_loss_run(float *loss, T *ds, const T *student, const T *teacher
 template <typename T>
 void k_dino_loss(float *loss, T *ds, float *tsum, const T *student, const T *teacher,
                  const float *center, int B, int ns, int nt, int K, float student_temp,
-                 float teacher_temp) {
+                 float teacher_temp, float grad_scale) {
   const int npairs = nt * ns - (nt < ns ? nt : ns);
   SCD_ASSERT(B >= 1 && npairs >= 1 && K >= 1);
   /* 16-byte accesses need every row to start 16-byte aligned (the fp32 scratch Q as well) */
   const int V = vec16<T>::N;
   const int vec = K % 8 == 0 && aligned16(student, teacher, center) && (!ds || aligned16(ds, ds, ds));
   if (vec)
-    dino_loss_run<T, V>(loss, ds, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp);
+    dino_loss_run<T, V>(loss, ds, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp,
+                        grad_scale);
   else
-    dino_loss_run<T, 1>(loss, ds, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp);
+    dino_loss_run<T, 1>(loss, ds, student, teacher, center, B, ns, nt, K, student_temp, teacher_temp,
+                        grad_scale);
   k_colsum<T>(tsum, teacher, nt * B, K, (size_t)K, 0);
 }
 
 template void k_dino_loss<float>(float *, float *, float *, const float *, const float *,
-                                 const float *, int, int, int, int, float, float);
+                                 const float *, int, int, int, int, float, float, float);
 template void k_dino_loss<bf16>(float *, bf16 *, float *, const bf16 *, const bf16 *, const float *,
-                                int, int, int, int, float, float);
+                                int, int, int, int, float, float, float);
+template void k_dino_loss<f16>(float *, f16 *, float *, const f16 *, const f16 *, const float *, int,
+                               int, int, int, float, float, float);

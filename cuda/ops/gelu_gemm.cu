@@ -28,7 +28,7 @@ extern "C" {
 enum { KIND_UNPROBED = -3, KIND_DECLINED = -2, KIND_NEITHER = -1, KIND_EXACT = 0, KIND_TANH = 1 };
 
 static int use_epilogue = 1;                               /* &gpu gelu */
-static int kind[2] = {KIND_UNPROBED, KIND_UNPROBED};       /* [bf16] */
+static int kind[3] = {KIND_UNPROBED, KIND_UNPROBED, KIND_UNPROBED}; /* [ACT_*] */
 static long fused;
 
 static double gelu_ref(double x, int tanh_form) {
@@ -47,8 +47,9 @@ static double gelu_grad_ref(double x, int tanh_form) {
  * points, k = 8 with one nonzero term. */
 enum { PM = 16, PN = 64, PK = 8 };
 
-static float to_host(const void *p, size_t i, int bf) {
-  if (!bf) return ((const float *)p)[i];
+static float to_host(const void *p, size_t i, int act) {
+  if (act == ACT_F32) return ((const float *)p)[i];
+  if (act == ACT_F16) return __half2float(((const f16 *)p)[i]);
   uint16_t u;
   memcpy(&u, (const char *)p + 2 * i, 2);
   const uint32_t w = (uint32_t)u << 16;
@@ -56,9 +57,13 @@ static float to_host(const void *p, size_t i, int bf) {
   memcpy(&f, &w, 4);
   return f;
 }
-static void from_host(void *p, size_t i, float v, int bf) {
-  if (!bf) {
+static void from_host(void *p, size_t i, float v, int act) {
+  if (act == ACT_F32) {
     ((float *)p)[i] = v;
+    return;
+  }
+  if (act == ACT_F16) {
+    ((f16 *)p)[i] = __float2half_rn(v); /* exact: the probe's values are multiples of 1/32 */
     return;
   }
   uint32_t w;
@@ -69,9 +74,10 @@ static void from_host(void *p, size_t i, float v, int bf) {
 
 /* Runs the probe for one type; returns the kind and writes the deviations (forward and derivative
  * from the tanh and the exact form) into dev[4]. */
-static int probe(int bf, double dev[4]) {
-  const size_t es = bf ? 2 : 4;
-  const cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_32F;
+static int probe(int act, double dev[4]) {
+  const int bf = act; /* the type's code, for to_host and from_host */
+  const size_t es = act == ACT_F32 ? 4 : 2;
+  const cudaDataType_t dt = act == ACT_F32 ? CUDA_R_32F : act == ACT_F16 ? CUDA_R_16F : CUDA_R_16BF;
   /* one device block: A [PM x PK], B [PK x PN], bias [PM], D, aux [PM x PN], each 256-aligned */
   const size_t na = PM * PK, nb = PK * PN, nd = PM * PN, slot = 256;
   const size_t off_b = (na * es + slot - 1) / slot * slot;
@@ -122,9 +128,10 @@ static int probe(int bf, double dev[4]) {
     }
   dev[0] = e[0][1], dev[1] = e[0][0], dev[2] = e[1][1], dev[3] = e[1][0];
   if (!aux_ok) return KIND_NEITHER;
-  if (bf) {
+  if (act != ACT_F32) {
     /* bf16 cannot tell the forms apart: its values must be those of the form fp32 found, to
-     * bf16's rounding (2^-8 relative, the forms' difference and the derivative's rounding) */
+     * bf16's rounding (2^-8 relative, the forms' difference and the derivative's rounding); f16
+     * is held to the same bound (its rounding, 2^-11, is finer; the forms differ by 4.7e-4) */
     const int f = kind[0];
     if (f < 0) return KIND_NEITHER;
     int good = 1;
@@ -158,12 +165,13 @@ static const char *kind_name(int k) {
   }
 }
 
-static int kind_of(int bf) {
+static int kind_of(int act) {
+  const int bf = act;
   if (kind[bf] != KIND_UNPROBED) return kind[bf];
-  if (bf && kind[0] == KIND_UNPROBED) kind_of(0); /* bf16 is judged by fp32's answer */
+  if (bf && kind[0] == KIND_UNPROBED) kind_of(0); /* bf16 and f16 are judged by fp32's answer */
   double dev[4] = {0, 0, 0, 0};
   kind[bf] = probe(bf, dev);
-  const char *t = bf ? "bf16" : "fp32";
+  const char *t = bf == ACT_F16 ? "f16" : bf ? "bf16" : "fp32";
   switch (kind[bf]) {
   case KIND_DECLINED:
     log_info("cuBLASLt has no GELU epilogue for the %s probe; GELU runs as a kernel of its own", t);
@@ -182,11 +190,11 @@ static int kind_of(int bf) {
   return kind[bf];
 }
 
-int cu_gelu_in_gemm(int approx, int bf16) {
+int cu_gelu_in_gemm(int approx, int act) {
   if (!use_epilogue) return 0;
-  const int k = kind_of(bf16 != 0);
-  static int said[2];
-  if (k >= 0 && k != approx && !said[bf16 != 0]++)
+  const int k = kind_of(act);
+  static int said[3];
+  if (k >= 0 && k != approx && !said[act]++)
     log_info("GELU with approximate='%s' runs as a kernel of its own: cuBLASLt's GELU epilogue "
              "computes approximate='%s'", approx ? "tanh" : "none", kind_name(k));
   return k == approx;
@@ -199,14 +207,14 @@ extern "C" void backend_cuda_set_gelu(const char *how) {
     scd_fatal(SCD_EXIT_INPUT, "GELU path '%s': expected 'epilogue' or 'kernel'", how);
   use_epilogue = !strcmp(how, "epilogue");
   /* probe again (tests change what the stand-in computes) */
-  kind[0] = kind[1] = KIND_UNPROBED;
+  kind[0] = kind[1] = kind[2] = KIND_UNPROBED;
   if (cu.ready) lt_forget();
 }
 
 extern "C" const char *backend_cuda_gelu(void) { return use_epilogue ? "epilogue" : "kernel"; }
 
-extern "C" const char *backend_cuda_gelu_library(int bf16) {
-  return cu.ready ? kind_name(kind_of(bf16 != 0)) : "unprobed";
+extern "C" const char *backend_cuda_gelu_library(int act) {
+  return cu.ready ? kind_name(kind_of(act == 2 ? ACT_F16 : act ? ACT_BF16 : ACT_F32)) : "unprobed";
 }
 
 extern "C" long backend_cuda_gelu_fused(void) { return fused; }

@@ -1,7 +1,7 @@
 /* gemm_lt.cu - every GEMM of the CUDA backend through cuBLASLt, with a cache of plans per shape.
  *
- * bf16 (or fp32) operands, fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for bf16, plain fp32
- * without TF32 for fp32), output bf16 or fp32, the Linear bias fused as the BIAS epilogue, and the
+ * bf16, f16 (or fp32) operands, fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for bf16 and
+ * f16, plain fp32 without TF32 for fp32), output of the operands' type or fp32, the Linear bias fused as the BIAS epilogue, and the
  * bias gradient summed by the weight gradient's GEMM as the BGRADB epilogue, and GELU (forward with
  * its input kept as the aux matrix, and its derivative) where the library's GELU is the model's
  * (gelu_gemm.cu decides that once, by a probe).  A plan (descriptors
@@ -157,9 +157,10 @@ static int build(struct lt_plan *p, const void *bias, const void *aux, int epi) 
                                                     &ad, sizeof ad));
   CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                     &ad, sizeof ad));
-  if (k->dt == CUDA_R_16BF) {
+  if (k->dt == CUDA_R_16BF || k->dt == CUDA_R_16F) {
     /* A split-K product may add its partial sums in the output type; in bf16 that rounds each
-     * partial sum to 8 bits.  Only the fp32 workspace (or no split) is allowed. */
+     * partial sum to 8 bits (f16: 11, and a range of 65504).  Only the fp32 workspace (or no
+     * split) is allowed. */
     const uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                       &red, sizeof red));
@@ -371,6 +372,9 @@ static void lt_gemm(int transa, int transb, int m, int n, int k, const void *A, 
     if (dt == CUDA_R_32F)
       bias_kernel<float><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
           (float *)D, (const float *)bias, m, n, ldd);
+    else if (dt == CUDA_R_16F)
+      bias_kernel<f16><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
+          (f16 *)D, (const f16 *)bias, m, n, ldd);
     else
       bias_kernel<bf16><<<cu_blocks((size_t)m * n, 256), 256, 0, cu.stream>>>(
           (bf16 *)D, (const bf16 *)bias, m, n, ldd);

@@ -14,7 +14,7 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + ROWS_PER_BLOCK 
 
 /* ---- LayerNorm ---------------------------------------------------------------------------------- */
 
-/* V consecutive elements at p as floats, and back (V = 4: one 8-byte bf16 or 16-byte fp32 access). */
+/* V consecutive elements at p as floats, and back (V = 4: one 8-byte bf16 or f16, or 16-byte fp32 access). */
 template <int V> __device__ __forceinline__ void ln_ldv(float *v, const float *p) {
   if (V == 4) {
     const float4 q = *(const float4 *)p;
@@ -33,6 +33,16 @@ template <int V> __device__ __forceinline__ void ln_ldv(float *v, const bf16 *p)
     for (int j = 0; j < V; j++) v[j] = ldf(&p[j]);
   }
 }
+template <int V> __device__ __forceinline__ void ln_ldv(float *v, const f16 *p) {
+  if (V == 4) {
+    const uint2 q = *(const uint2 *)p;
+    const float2 lo = __half22float2(*(const __half2 *)&q.x);
+    const float2 hi = __half22float2(*(const __half2 *)&q.y);
+    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+  } else {
+    for (int j = 0; j < V; j++) v[j] = ldf(&p[j]);
+  }
+}
 template <int V> __device__ __forceinline__ void ln_stv(float *p, const float *v) {
   if (V == 4) *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
   else
@@ -43,6 +53,16 @@ template <int V> __device__ __forceinline__ void ln_stv(bf16 *p, const float *v)
     uint2 q;
     *(__nv_bfloat162 *)&q.x = __floats2bfloat162_rn(v[0], v[1]);
     *(__nv_bfloat162 *)&q.y = __floats2bfloat162_rn(v[2], v[3]);
+    *(uint2 *)p = q;
+  } else {
+    for (int j = 0; j < V; j++) stf(&p[j], v[j]);
+  }
+}
+template <int V> __device__ __forceinline__ void ln_stv(f16 *p, const float *v) {
+  if (V == 4) {
+    uint2 q;
+    *(__half2 *)&q.x = __floats2half2_rn(v[0], v[1]);
+    *(__half2 *)&q.y = __floats2half2_rn(v[2], v[3]);
     *(uint2 *)p = q;
   } else {
     for (int j = 0; j < V; j++) stf(&p[j], v[j]);
@@ -479,7 +499,8 @@ void k_l2norm_bwd(T *dx, const T *dy, const T *y, const float *norm, int rows, i
 
 /* ---- weight normalisation (torch weight_norm, dim 0, no epsilon) -------------------------------- */
 
-__global__ void wn_fwd_kernel(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
+template <typename C>
+__global__ void wn_fwd_kernel(float *w, C *wc, float *vnorm, const float *g, const float *v, int K,
                               int D) {
   const int k = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (k >= K) return;
@@ -489,7 +510,7 @@ __global__ void wn_fwd_kernel(float *w, bf16 *wc, float *vnorm, const float *g, 
   const float n = sqrtf(warp_sum(ss));
   const float f = g[k] / n; /* torch: v * (g / ||v||) */
   float *wr = w + (size_t)k * D;
-  bf16 *wcr = wc ? wc + (size_t)k * D : NULL;
+  C *wcr = wc ? wc + (size_t)k * D : NULL;
   for (int d = lane; d < D; d += 32) {
     const float x = vr[d] * f;
     wr[d] = x;
@@ -514,10 +535,10 @@ __global__ void wn_bwd_kernel(float *dg, float *dv, const float *dw, const float
   for (int d = lane; d < D; d += 32) dvr[d] += f * (dwr[d] - vr[d] * c);
 }
 
-void k_weightnorm_fwd(float *w, bf16 *wc, float *vnorm, const float *g, const float *v, int K,
-                      int D) {
+template <typename C>
+void k_weightnorm_fwd(float *w, C *wc, float *vnorm, const float *g, const float *v, int K, int D) {
   if (K <= 0) return;
-  wn_fwd_kernel<<<row_blocks(K), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(w, wc, vnorm, g, v, K, D);
+  wn_fwd_kernel<C><<<row_blocks(K), 32 * ROWS_PER_BLOCK, 0, cu.stream>>>(w, wc, vnorm, g, v, K, D);
   CHECK_LAUNCH();
 }
 void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, const float *v,
@@ -542,3 +563,6 @@ void k_weightnorm_bwd(float *dg, float *dv, const float *dw, const float *g, con
   template void k_l2norm_bwd<T>(T *, const T *, const T *, const float *, int, int);
 INSTANTIATE(float)
 INSTANTIATE(bf16)
+INSTANTIATE(f16)
+template void k_weightnorm_fwd<bf16>(float *, bf16 *, float *, const float *, const float *, int, int);
+template void k_weightnorm_fwd<f16>(float *, f16 *, float *, const float *, const float *, int, int);

@@ -171,8 +171,9 @@ struct ohyper {
   int clip, ema;
 };
 
+template <typename C>
 __global__ void __launch_bounds__(OTHREADS)
-    adamw_kernel(float *p, const float *g, float *m, float *v, float *teacher, bf16 *pc, bf16 *tc,
+    adamw_kernel(float *p, const float *g, float *m, float *v, float *teacher, C *pc, C *tc,
                  const ochunk *ch, const oseg *sp, ohyper hp) {
   const ochunk c = ch[blockIdx.x];
   oseg s = {1.0f, 0.0f, 1.0f, 1.0f};
@@ -201,9 +202,10 @@ __global__ void __launch_bounds__(OTHREADS)
   }
 }
 
+template <typename C>
 void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adamw_seg *segs,
              int nseg, const float *gscale_host, double beta1, double beta2, double eps,
-             float *teacher, size_t n_ema, double momentum, bf16 *pc, bf16 *tc) {
+             float *teacher, size_t n_ema, double momentum, C *pc, C *tc) {
   std::vector<ochunk> ch;
   if (!teacher) {
     std::vector<size_t> off(nseg > 0 ? nseg : 1), n(nseg > 0 ? nseg : 1);
@@ -255,8 +257,15 @@ void k_adamw(float *p, const float *g, float *m, float *v, const struct ops_adam
   hp.ema_b = (float)(1.0 - momentum);
   hp.clip = gscale_host != NULL;
   hp.ema = teacher != NULL;
-  adamw_kernel<<<(unsigned)ch.size(), OTHREADS, 0, cu.stream>>>(p, g, m, v, teacher, pc, tc,
-                                                               (const ochunk *)dev[0],
-                                                               (const oseg *)dev[1], hp);
+  adamw_kernel<C><<<(unsigned)ch.size(), OTHREADS, 0, cu.stream>>>(p, g, m, v, teacher, pc, tc,
+                                                                  (const ochunk *)dev[0],
+                                                                  (const oseg *)dev[1], hp);
   CHECK_LAUNCH();
 }
+
+template void k_adamw<bf16>(float *, const float *, float *, float *, const struct ops_adamw_seg *, int,
+                            const float *, double, double, double, float *, size_t, double, bf16 *,
+                            bf16 *);
+template void k_adamw<f16>(float *, const float *, float *, float *, const struct ops_adamw_seg *, int,
+                           const float *, double, double, double, float *, size_t, double, f16 *,
+                           f16 *);

@@ -34,7 +34,8 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
 
 # ---- per instance type ------------------------------------------------------------------------------
 # Read the GPU model on the first node (the queue decides the instance type):
-#   g4dn.12xlarge  4 x T4 (sm_75, 16 GB), 48 vCPUs, EFA 50 Gbps, no GPUDirect RDMA, no bf16
+#   g4dn.12xlarge  4 x T4 (sm_75, 16 GB), 48 vCPUs, EFA 50 Gbps, no GPUDirect RDMA, no bf16 (fp16)
+#   p3.16xlarge    8 x V100 (sm_70, 16 GB, NVLink), 64 vCPUs, 25 Gbps without EFA, no bf16 (fp16)
 #   p4d.24xlarge   8 x A100 (sm_80, 40 GB), 96 vCPUs, 4 x 100 Gbps EFA, GPUDirect RDMA
 #   p5.48xlarge    8 x H100 (sm_90, 80 GB), 192 vCPUs, 32 EFA interfaces (3200 Gbps), GPUDirect RDMA
 scdino_instance() {
@@ -42,6 +43,7 @@ scdino_instance() {
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   case $gpu in
     *T4*) echo g4dn ;;
+    *V100*) echo p3 ;;
     *A100*) echo p4d ;;
     *H100* | *H200*) echo p5 ;;
     "") echo cpu ;;
@@ -52,6 +54,7 @@ scdino_instance() {
 scdino_fabric() { # scdino_fabric INSTANCE: GPUDirect RDMA where the NICs can reach GPU memory
   case $1 in
     p4d | p5) export FI_EFA_USE_DEVICE_RDMA=1 ;;
+    p3) unset FI_EFA_USE_DEVICE_RDMA FI_PROVIDER ;; # no EFA: libfabric's TCP, NCCL's sockets between nodes
     *) unset FI_EFA_USE_DEVICE_RDMA ;;
   esac
 }

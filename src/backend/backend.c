@@ -27,9 +27,9 @@ const struct device *backend_device_cpu(void) {
 
 /* The CPU backend, which computes in fp32 only. */
 static const struct device *cpu(const struct config *cfg) {
-  if (!strcmp(cfg->training.precision, "bf16"))
-    scd_fatal(SCD_EXIT_INPUT, "&training: precision = 'bf16' needs the CUDA backend; the CPU backend "
-              "computes in fp32 (use precision = 'auto' or 'fp32')");
+  if (!strcmp(cfg->training.precision, "bf16") || !strcmp(cfg->training.precision, "fp16"))
+    scd_fatal(SCD_EXIT_INPUT, "&training: precision = '%s' needs the CUDA backend; the CPU backend "
+              "computes in fp32 (use precision = 'auto' or 'fp32')", cfg->training.precision);
   return backend_device_cpu();
 }
 
@@ -48,7 +48,9 @@ const struct device *backend_select(const struct config *cfg) {
   const char *dev = cfg->system.device;
   if (!strcmp(dev, "cpu")) return cpu(cfg);
 #ifdef HAVE_CUDA
-  /* precision: 'auto' is bf16 on the GPU; the CPU backend is fp32 whatever it says. */
+  /* precision: 'auto' is bf16 on the GPU (fp16 below compute capability 8.0, or &gpu arch's); the
+   * CPU backend is fp32 whatever it says. */
+  backend_cuda_set_arch(cfg->gpu.arch);
   const struct device *cuda = backend_device_cuda(cfg->training.precision);
   /* Every rank must run the same backend (the gradient communicators differ, NCCL's set-up is a
    * collective, and bf16 rows beside fp32 rows would make results depend on the split): with

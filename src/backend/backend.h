@@ -19,7 +19,7 @@ const struct device *backend_select(const struct config *cfg);
 /* The CPU backend's device (no services). */
 const struct device *backend_device_cpu(void);
 
-/* The CUDA backend's device for precision 'auto' (= bf16), 'bf16' or 'fp32' (device_cuda.c, CUDA
+/* The CUDA backend's device for precision 'auto' (bf16, or fp16 below compute capability 8.0), 'bf16', 'fp16' or 'fp32' (device_cuda.c, CUDA
  * builds only): NULL when no GPU is usable (cuda/ops/backend_cuda.h says why).  It does not read
  * the deck's &gpu group; backend_select does that. */
 const struct device *backend_device_cuda(const char *precision);

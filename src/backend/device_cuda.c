@@ -59,8 +59,8 @@ static const struct device_knn knn = {.max_k = KK_MAX_K, .lists_clear = knn_clea
 const struct device *backend_device_cuda(const char *precision) {
   const struct ops *ops = backend_cuda_for(precision);
   if (!ops) return NULL;
-  static struct device dev[2]; /* bf16, fp32 */
-  struct device *d = &dev[ops->act_size == 4];
+  static struct device dev[3]; /* bf16, fp32, fp16 */
+  struct device *d = &dev[!strcmp(ops->precision, "fp16") ? 2 : ops->act_size == 4];
   *d = (struct device){
       .name = "cuda",
       .ops = ops,
@@ -107,14 +107,20 @@ void backend_cuda_configure(const struct config *cfg, const struct device *dev) 
 #endif
   struct backend_cuda_info info;
   backend_cuda_info(&info);
-  const char *at = backend_cuda_attention(), *how = "";
+  const char *at = backend_cuda_attention(), *how = "", *prec = dev->ops->precision;
+  const int arch = backend_cuda_arch(), fp16 = !strcmp(prec, "fp16");
   if (!strcmp(at, "cudnn") && dev->ops->act_size == 4) how = " (bf16 only: fp32 runs gemm)";
+  else if (!strcmp(at, "cudnn") && fp16) how = " (bf16 only: fp16 runs gemm on the flash state)";
   else if (!strcmp(at, "flash"))
     how = dev->ops->act_size == 4 ? " (CUDA cores in fp32)"
-          : info.cc_major >= 8    ? " (tensor cores for head dimensions that are multiples of 16)"
-                                  : " (CUDA cores below compute capability 8.0)";
-  log_info("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB; attention: %s%s; bias gradients: %s; "
-           "GELU: %s; GEMM tuning: %s", info.name, info.cc_major, info.cc_minor, info.sms,
-           info.mem_total / 1073741824.0, at, how, cfg->gpu.bias_grad, cfg->gpu.gelu,
-           cfg->gpu.gemm_tune ? "on" : "off");
+          : fp16 && arch >= 75    ? " (mma.sync tensor cores for head dimensions 32 and 64, else batched GEMMs)"
+          : fp16                  ? " (batched tensor-core GEMMs on the flash state: sm_70 has no mma.sync m16n8k8)"
+                                  : " (tensor cores for head dimensions that are multiples of 16)";
+  char kset[64] = ""; /* &gpu arch: an older GPU's kernels on this one */
+  if (arch != info.cc_major * 10 + info.cc_minor)
+    snprintf(kset, sizeof kset, " (the kernels of compute capability %d.%d: &gpu arch)", arch / 10, arch % 10);
+  log_info("GPU: %s, compute capability %d.%d%s, %d SMs, %.1f GiB; precision: %s%s; attention: %s%s; bias "
+           "gradients: %s; GELU: %s; GEMM tuning: %s", info.name, info.cc_major, info.cc_minor, kset, info.sms,
+           info.mem_total / 1073741824.0, prec, fp16 ? " (fp32 master weights, dynamic loss scaling)" : "", at,
+           how, cfg->gpu.bias_grad, cfg->gpu.gelu, cfg->gpu.gemm_tune ? "on" : "off");
 }

@@ -127,9 +127,16 @@ static void c_res_bwd(void *df, const void *dy, const float *s, int B, int rps, 
 }
 static void c_dino_loss(float *loss, void *ds, float *tsum, const void *student,
                         const void *teacher, const float *center, int B, int ns, int nt, int K,
-                        float student_temp, float teacher_temp) {
+                        float student_temp, float teacher_temp, float grad_scale) {
   TIMED(other_s, kern_dino_loss_f32(loss, ds, tsum, student, teacher, center, B, ns, nt, K,
                                     student_temp, teacher_temp));
+  /* a power of two: the product is exact, the scaled gradient as if computed scaled */
+  if (ds && grad_scale != 1.0f) {
+    float *d = ds;
+    const size_t n = MUL_SIZE((size_t)ns * B, (size_t)K);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] *= grad_scale;
+  }
 }
 static void c_center_update(float *center, const float *tsum, int K, float count, double m) {
   TIMED(other_s, cpu_center_update(center, tsum, K, count, m));
@@ -153,6 +160,7 @@ static void c_ema(float *dst, const float *src, size_t n, double m) {
 
 static const struct ops cpu_ops = {
     .name = "cpu",
+    .precision = "fp32",
     .act_size = sizeof(float),
     .arithmetic = cpu_arithmetic,
     .alloc = c_alloc,

@@ -231,9 +231,15 @@ static void check_misc(const struct checker *c) {
     report(c, map, mean, "custom_embedding_map and use_mean_patch_embedding = .true. are two ways to adapt the "
            "patch embedding: set one");
   const struct cfg_key *prec = config_key("training", "precision"), *dev = config_key("system", "device");
-  if (!bad(c, prec) && !bad(c, dev) && strcmp(cfg->training.precision, "bf16") == 0 &&
+  if (!bad(c, prec) && !bad(c, dev) &&
+      (strcmp(cfg->training.precision, "bf16") == 0 || strcmp(cfg->training.precision, "fp16") == 0) &&
       strcmp(cfg->system.device, "cpu") == 0)
-    report(c, prec, dev, "precision = 'bf16' needs a GPU, but device = 'cpu' (use 'fp32' or 'auto')");
+    report(c, prec, dev, "precision = '%s' needs a GPU, but device = 'cpu' (use 'fp32' or 'auto')",
+           cfg->training.precision);
+  const struct cfg_key *arch = config_key("gpu", "arch");
+  if (!bad(c, arch) && cfg->gpu.arch != 0 && cfg->gpu.arch < 70)
+    report(c, arch, NULL, "arch = %ld: 0 (the GPU's own kernels) or a compute capability times 10 of 70 (V100) or "
+           "later", (long)cfg->gpu.arch);
   /* (device = 'auto' that finds GPUs is refused when the backend is chosen: train.c) */
 }
 

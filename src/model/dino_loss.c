@@ -48,7 +48,7 @@ double dino_loss_forward(struct dino_loss *l, const void *student, const void *t
   /* The temperatures are Python floats upstream, applied to fp32 tensors: fp32 here too. */
   l->ops->dino_loss(l->loss_dev, d_student, l->tsum, student, teacher, l->center, B, l->ncrops,
                     l->nteacher, l->K, (float)l->student_temp,
-                    (float)dino_loss_teacher_temp(l, epoch));
+                    (float)dino_loss_teacher_temp(l, epoch), l->ls ? l->ls->scale : 1.0f);
   float loss;
   l->ops->download(&loss, l->loss_dev, sizeof loss);
   l->have_tsum = 1;

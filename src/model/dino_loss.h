@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/loss_scale.h"
 #include "model/ops.h"
 
 /* In-place sum over all ranks of n floats of device memory; ctx is the caller's. */
@@ -27,6 +28,7 @@ struct dino_loss {
   float *tsum;     /* [K], column sums of the last teacher logits */
   float *loss_dev; /* [1] */
   int have_tsum;
+  const struct loss_scale *ls; /* NULL: none; else d_student is scaled by ls->scale */
 };
 
 void dino_loss_init(struct dino_loss *l, const struct ops *ops, int K, int ncrops,
@@ -37,7 +39,8 @@ void dino_loss_free(struct dino_loss *l);
 /* Teacher temperature of an epoch (the last one beyond the schedule). */
 double dino_loss_teacher_temp(const struct dino_loss *l, int64_t epoch);
 /* student [ncrops*B, K], teacher [2B, K] (activations, crop-major); d_student (NULL: no gradient)
- * gets d loss / d student.  Returns the loss (host); keeps the teacher's column sums. */
+ * gets d loss / d student, times the loss scale l->ls->scale when l->ls is set (loss_scale.h).
+ * Returns the loss (host, unscaled); keeps the teacher's column sums. */
 double dino_loss_forward(struct dino_loss *l, const void *student, const void *teacher,
                          void *d_student, int B, int64_t epoch);
 /* center = m center + (1-m) sum(teacher) / (2B * world), the sum all-reduced over ranks with

@@ -8,7 +8,8 @@
  *  - Every pointer argument is a DEVICE pointer unless its name ends in _host.
  *  - Parameters, gradients, optimizer moments and the DINO centre are fp32 ("float *"), each set in
  *    one flat allocation described by a tensor table (tensor.h).  Activations are opaque ("void *")
- *    arrays of elements of ops->act_size bytes (4: fp32, 2: bf16); their layout is row-major.
+ *    arrays of elements of ops->act_size bytes (4: fp32, 2: bf16 or fp16, ops->precision says
+ *    which); their layout is row-major.
  *  - Weights follow PyTorch: a Linear weight is [out, in] and y = x W^T + b.
  *  - Parameter gradients ACCUMULATE (+=), so one gradient buffer collects both backbone calls of a
  *    step; activation gradients are OVERWRITTEN unless a comment says otherwise.
@@ -52,8 +53,10 @@ struct ops_profile {
 };
 
 struct ops {
-  const char *name; /* "cpu", "cuda" */
-  size_t act_size;  /* bytes of one activation element */
+  const char *name;      /* "cpu", "cuda" */
+  const char *precision; /* the activations' type: "fp32", "bf16" or "fp16" (fp16's range needs
+                          * dynamic loss scaling: model/loss_scale.h) */
+  size_t act_size;       /* bytes of one activation element */
   /* What decides the last bits of the results besides the deck (the BLAS library and the CPU
    * kernels it picked, or the GPU and cuBLAS), as one line into buf; not the thread count, which
    * changes nothing.  Checkpoints record it; a restart on other arithmetic is warned of. */
@@ -195,11 +198,13 @@ struct ops {
   /* student [ns*B, K] and teacher [nt*B, K] logits, crop-major (crop c of sample b is row c*B+b).
    *   Q_i = softmax((t_i - center) / teacher_temp),  L_v = log_softmax(s_v / student_temp)
    *   loss = 1/n sum_{i<nt} sum_{v<ns, v!=i} mean_b(-sum_k Q_i L_v),  n = nt*ns - min(nt,ns)
-   * loss[0] (fp32, device) gets the value; ds (NULL skips) = d loss / d student (overwritten);
-   * tsum[K] = column sums of the teacher logits (for the centre update). */
+   * loss[0] (fp32, device) gets the value; ds (NULL skips) = grad_scale * d loss / d student
+   * (overwritten; grad_scale is the loss scale, a power of two, 1 without loss scaling: the
+   * scaled gradient is rounded once to the activation type); tsum[K] = column sums of the teacher
+   * logits (for the centre update). */
   void (*dino_loss)(float *loss, void *ds, float *tsum, const void *student, const void *teacher,
                     const float *center, int B, int ns, int nt, int K, float student_temp,
-                    float teacher_temp);
+                    float teacher_temp, float grad_scale);
   /* center = center * m + (tsum / count) * (1 - m), as upstream's update_center (m and 1-m
    * rounded to fp32 from double, like PyTorch's Python scalars). */
   void (*center_update)(float *center, const float *tsum, int K, float count, double m);

@@ -132,15 +132,18 @@ static void sharded_norms(struct optim *o, const float *grads, int nseg) {
   free(ss);
 }
 
-/* Norms of the trainable gradients (o->norms) and their clip factors (o->scales, 1 = unclipped),
- * by clip segment; o->segs and o->idx (tensor index of each segment) are filled.  Returns the
- * number of segments, *nscaled the number of factors below 1. */
+/* Norms of the trainable gradients (o->norms) and their factors (o->scales: the clip factor,
+ * times 1/scale under a loss scale; 1 = left alone), by clip segment; o->segs and o->idx (tensor
+ * index of each segment) are filled.  Returns the number of segments; *nclipped counts the clip
+ * factors below 1, *apply whether any factor differs from 1, *found_inf whether a norm is not
+ * finite under a loss scale (the step is then skipped; the factors mean nothing). */
 static int clip_factors(struct optim *o, const float *grads, double clip, double *norms_host,
-                        int *nscaled) {
+                        int *nclipped, int *apply, int *found_inf) {
   const struct tensor_table *tt = o->tt;
+  const int scaled = o->ls && o->ls->on;
   int n = 0;
   int *idx = o->idx;
-  *nscaled = 0;
+  *nclipped = *found_inf = 0;
   for (int i = 0; i < tt->n; i++) {
     if (norms_host) norms_host[i] = 0;
     if (!(tt->t[i].flags & TENSOR_GRAD)) continue;
@@ -148,17 +151,25 @@ static int clip_factors(struct optim *o, const float *grads, double clip, double
     o->segs[n].n = tt->t[i].n;
     idx[n++] = i;
   }
-  for (int s = 0; s < n; s++) o->scales[s] = 1.0f;
-  if (!norms_host && clip <= 0) return n;
+  /* 1/scale: a power of two, exact; g (1/scale) c in one product equals upstream's unscale_ then
+   * clipping (the first product is exact) */
+  const float inv = scaled ? 1.0f / o->ls->scale : 1.0f;
+  *apply = inv != 1.0f;
+  for (int s = 0; s < n; s++) o->scales[s] = inv;
+  if (!norms_host && clip <= 0 && !scaled) return n;
   if (o->plan) sharded_norms(o, grads, n);
   else o->ops->seg_norms(o->norms, grads, o->segs, n);
+  for (int s = 0; s < n && scaled; s++)
+    if (!isfinite(o->norms[s])) *found_inf = 1; /* GradScaler's found_inf: the same on every rank */
   for (int s = 0; s < n; s++) {
-    if (norms_host) norms_host[idx[s]] = o->norms[s];
+    const double norm = o->norms[s] * (double)inv; /* exact: the unscaled gradient's norm */
+    if (norms_host) norms_host[idx[s]] = norm;
     /* utils.clip_gradients: clip_coef = clip / (norm + 1e-6) in fp32; scale when below 1. */
-    const float coef = (float)clip / ((float)o->norms[s] + (float)OPTIM_CLIP_EPS);
+    const float coef = (float)clip / ((float)norm + (float)OPTIM_CLIP_EPS);
     if (clip > 0 && coef < 1.0f) {
-      o->scales[s] = coef;
-      (*nscaled)++;
+      o->scales[s] = coef * inv;
+      (*nclipped)++;
+      *apply = 1;
     }
   }
   return n;
@@ -166,10 +177,10 @@ static int clip_factors(struct optim *o, const float *grads, double clip, double
 
 int optim_clip(struct optim *o, float *grads, double clip, double *norms_host) {
   SCD_ASSERT(!o->plan); /* sharded: optim_update */
-  int nscaled;
-  const int n = clip_factors(o, grads, clip, norms_host, &nscaled);
-  if (nscaled) o->ops->seg_scale(grads, o->segs, o->scales, n);
-  return nscaled;
+  int nclipped, apply, found_inf;
+  const int n = clip_factors(o, grads, clip, norms_host, &nclipped, &apply, &found_inf);
+  if (apply) o->ops->seg_scale(grads, o->segs, o->scales, n);
+  return nclipped;
 }
 
 /* The AdamW segments of a step (o->asegs; per-tensor step counts advance); tidx (NULL: not
@@ -214,6 +225,16 @@ static int cut(const struct optim *o, size_t off, size_t n, size_t *loff, size_t
   return 1;
 }
 
+/* A step whose scaled gradients overflowed (found_inf): no AdamW step, the teacher EMA all the same
+ * (upstream's scaler.step skips optimizer.step() only), the loss scale told.  Clips nothing. */
+static int skip_step(struct optim *o, const float *params, float *teacher, double momentum) {
+  const struct ops *ops = o->ops;
+  ops->ema(teacher, params, o->tt->size, momentum);
+  if (ops->params_changed) ops->params_changed(teacher, o->tt->size);
+  loss_scale_update(o->ls, 1);
+  return 0;
+}
+
 /* optim_update on this rank's slice: the same clip factors (from whole-tensor norms), the same
  * AdamW step counts and scalars, the elementwise kernels on the slice's parts of the tensors, then
  * the weights of every slice to every rank and the teacher EMA on the whole buffer, as unsharded. */
@@ -221,9 +242,10 @@ static int update_sharded(struct optim *o, float *params, float *grads, double c
                           double lr, double wd, int frozen_last_layer, float *teacher, double momentum) {
   const struct ops *ops = o->ops;
   const size_t size = o->tt->size;
-  int nscaled;
-  const int nclip = clip_factors(o, grads, clip, norms_host, &nscaled);
-  if (nscaled) {
+  int nclipped, apply, found_inf;
+  const int nclip = clip_factors(o, grads, clip, norms_host, &nclipped, &apply, &found_inf);
+  if (found_inf) return skip_step(o, params, teacher, momentum);
+  if (apply) {
     int k = 0;
     for (int s = 0; s < nclip; s++)
       if (cut(o, o->segs[s].off, o->segs[s].n, &o->lsegs[k].off, &o->lsegs[k].n)) o->lscales[k++] = o->scales[s];
@@ -241,7 +263,8 @@ static int update_sharded(struct optim *o, float *params, float *grads, double c
   if (ops->params_changed) ops->params_changed(params, size);
   ops->ema(teacher, params, size, momentum);
   if (ops->params_changed) ops->params_changed(teacher, size);
-  return nscaled;
+  if (o->ls) loss_scale_update(o->ls, 0);
+  return nclipped;
 }
 
 int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
@@ -250,27 +273,29 @@ int optim_update(struct optim *o, float *params, float *grads, double clip, doub
   const size_t size = o->tt->size;
   if (o->plan)
     return update_sharded(o, params, grads, clip, norms_host, lr, wd, frozen_last_layer, teacher, momentum);
+  int nclipped, apply, found_inf;
+  const int nclip = clip_factors(o, grads, clip, norms_host, &nclipped, &apply, &found_inf);
+  if (found_inf) return skip_step(o, params, teacher, momentum);
   if (!ops->adamw_ema) {
-    const int nscaled = optim_clip(o, grads, clip, norms_host);
+    if (apply) ops->seg_scale(grads, o->segs, o->scales, nclip);
     optim_step(o, params, grads, lr, wd, frozen_last_layer);
     ops->ema(teacher, params, size, momentum);
     if (ops->params_changed) ops->params_changed(teacher, size);
-    return nscaled;
+  } else {
+    /* factor of each AdamW segment, through the tensor index (frozen tensors are skipped) */
+    const int na = adamw_segments(o, lr, wd, frozen_last_layer, o->ref);
+    for (int a = 0, c = 0; a < na; a++) {
+      while (c < nclip && o->idx[c] != o->ref[a]) c++;
+      SCD_ASSERT(c < nclip);
+      o->ascales[a] = o->scales[c];
+    }
+    ops->adamw_ema(params, grads, o->m, o->v, o->asegs, na, apply ? o->ascales : NULL, OPTIM_BETA1,
+                   OPTIM_BETA2, OPTIM_EPS, teacher, size, momentum);
+    if (ops->params_changed) {
+      ops->params_changed(params, size);
+      ops->params_changed(teacher, size);
+    }
   }
-  int nscaled;
-  const int nclip = clip_factors(o, grads, clip, norms_host, &nscaled);
-  /* clip factor of each AdamW segment, through the tensor index (frozen tensors are skipped) */
-  const int na = adamw_segments(o, lr, wd, frozen_last_layer, o->ref);
-  for (int a = 0, c = 0; a < na; a++) {
-    while (c < nclip && o->idx[c] != o->ref[a]) c++;
-    SCD_ASSERT(c < nclip);
-    o->ascales[a] = o->scales[c];
-  }
-  ops->adamw_ema(params, grads, o->m, o->v, o->asegs, na, nscaled ? o->ascales : NULL, OPTIM_BETA1,
-                 OPTIM_BETA2, OPTIM_EPS, teacher, size, momentum);
-  if (ops->params_changed) {
-    ops->params_changed(params, size);
-    ops->params_changed(teacher, size);
-  }
-  return nscaled;
+  if (o->ls) loss_scale_update(o->ls, 0);
+  return nclipped;
 }

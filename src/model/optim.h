@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "model/grad_comm.h"
+#include "model/loss_scale.h"
 #include "model/ops.h"
 #include "model/shard_plan.h"
 #include "model/tensor.h"
@@ -46,6 +47,10 @@ struct optim {
   int *idx;
   int *ref;              /* tensor index of each AdamW segment (optim_update) */
   float *ascales;        /* clip factor per AdamW segment (optim_update) */
+  /* Dynamic loss scaling (NULL: none; set by the caller after init): the gradients are scaled by
+   * ls->scale; optim_update skips the step on a non-finite norm, unscales otherwise, and updates
+   * ls (loss_scale.h). */
+  struct loss_scale *ls;
 };
 
 /* Group 0 (weight decay) or 1 (none): biases and 1-D tensors are not regularised (§5.1). */
@@ -74,7 +79,8 @@ void optim_moments_download(const struct optim *o, float *m_host, float *v_host)
 void optim_moments_upload(struct optim *o, const float *m_host, const float *v_host);
 /* Per-tensor clipping of trainable gradients (clip <= 0: none).  norms_host (NULL: not wanted)
  * gets the norm of every tensor before clipping (0 for tensors without gradient).  Returns the
- * number of tensors that were scaled. */
+ * number of tensors that were clipped.  With a loss scale (o->ls) the gradients are unscaled too
+ * (the norms and the clipping are those of the unscaled gradients), never skipped. */
 int optim_clip(struct optim *o, float *grads, double clip, double *norms_host);
 /* AdamW step with lr on both groups and wd on group 0. */
 void optim_step(struct optim *o, float *params, const float *grads, double lr, double wd,
@@ -84,7 +90,10 @@ void optim_step(struct optim *o, float *params, const float *grads, double lr, d
  * params over the whole buffer.  Sharded, the same on this rank's slice, the weights all-gathered
  * before the EMA (grads are left reduced and clipped on the slice only; collective).  A backend with a fused kernel (ops->adamw_ema) does the three in
  * one pass and leaves grads unclipped in memory; otherwise grads end clipped, as with optim_clip.
- * Returns the number of tensors that were clipped. */
+ * With a loss scale (o->ls): the norms (norms_host) and the clipping are of the unscaled gradients;
+ * when a norm is not finite the step is skipped (no clipping, no AdamW, only the EMA; norms_host
+ * then holds the non-finite norms); either way loss_scale_update gives ls the verdict
+ * (ls->last_skipped).  Returns the number of tensors that were clipped. */
 int optim_update(struct optim *o, float *params, float *grads, double clip, double *norms_host,
                  double lr, double wd, int frozen_last_layer, float *teacher, double momentum);
 

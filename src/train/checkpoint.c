@@ -194,6 +194,16 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   snprintf(c.name, sizeof c.name, "center");
   write_tensor(gl, &c, h->center);
   CHECK_H5(H5Gclose(gl));
+  if (st->ls && st->ls->on) { /* fp16: the loss scale continues where it was (loss_scale.h) */
+    hid_t gf = h5util_group_create(fid, "fp16_scaler");
+    h5util_attr_write_f64(gf, "scale", (double)st->ls->scale);
+    h5util_attr_write_i64(gf, "growth_tracker", st->ls->growth);
+    h5util_attr_write_i64(gf, "skipped_steps", st->ls->skipped);
+    h5util_attr_write_f64(gf, "growth_factor", 2.0);
+    h5util_attr_write_f64(gf, "backoff_factor", 0.5);
+    h5util_attr_write_i64(gf, "growth_interval", LOSS_SCALE_INTERVAL);
+    CHECK_H5(H5Gclose(gf));
+  }
   /* The tensors are in the image now: their host copies go before the image is copied out, so
    * that rank 0 holds two copies of the state at most, not three. */
   host_free(h);

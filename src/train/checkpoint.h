@@ -8,6 +8,9 @@
  *   /optimizer/step/<name>             int64 scalar: the tensor's own step count (PyTorch keeps one
  *                                      per parameter; a tensor frozen so far has 0)
  *   /dino_loss/center                  float32 [1, K]
+ *   /fp16_scaler                       attributes (fp16 runs only): the dynamic loss scale (scale,
+ *                                      growth_tracker, skipped_steps; growth_factor, backoff_factor,
+ *                                      growth_interval as PyTorch's GradScaler state_dict)
  *   /loader                            attributes: where the data stream continues (seed, epoch,
  *                                      next_batch, world_size, n_train, ..., data_fingerprint: the
  *                                      shard set's, 16 hex digits; the batch size is the root's)
@@ -69,6 +72,7 @@
 
 struct optim;
 struct dino_loss;
+struct loss_scale;
 struct dataset;
 
 /* Pretrained weights of another channel count (&model use_mean_patch_embedding,
@@ -162,6 +166,7 @@ struct ckpt_state {
   struct dino_model *model;
   struct optim *opt;
   struct dino_loss *loss;
+  struct loss_scale *ls;    /* fp16's loss scale (NULL or off: not saved, not restored) */
   int nchannels;
   const int *channels;      /* selected source channels */
   const struct dataset *ds; /* the training shard set: its statistics and names of the channels are
@@ -186,7 +191,8 @@ void checkpoint_save_many(const char *const *paths, int npaths, const struct ckp
 
 /* Restore a full training state from path into st: the model's student and teacher, the
  * optimizer's moments and step counts, the centre (all created beforehand for the deck's model),
- * and st->epoch, st->iteration, st->metrics.  The run that wrote it (world size, iterations per
+ * and st->epoch, st->iteration, st->metrics, and the loss scale st->ls when it is on (a checkpoint
+ * without one, from a bf16 or fp32 run, leaves it at its start, said in the log).  The run that wrote it (world size, iterations per
  * epoch, n_train) is left in info for the caller to compare.  Checks everything
  * checkpoint_load_weights does plus the optimizer tensors and the centre.  Collective. */
 void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_info *info);

@@ -478,6 +478,28 @@ static void read_metrics(hid_t fid, const char *path, struct ckpt_metrics *m) {
   CHECK_H5(H5Gclose(g));
 }
 
+/* fp16's loss scale (loss_scale.h) from /fp16_scaler into ls; returns 0 when the file has none. */
+static int read_scaler(hid_t fid, const char *path, struct loss_scale *ls) {
+  if (H5Lexists(fid, "fp16_scaler", H5P_DEFAULT) <= 0) return 0;
+  hid_t g = (hid_t)CHECK_H5(H5Gopen2(fid, "fp16_scaler", H5P_DEFAULT));
+  double scale = 0;
+  int64_t growth = -1, skipped = -1;
+  h5util_need("checkpoint", path, h5util_attr_read_f64(g, "scale", &scale));
+  h5util_need("checkpoint", path, h5util_attr_read_i64(g, "growth_tracker", &growth));
+  h5util_need("checkpoint", path, h5util_attr_read_i64(g, "skipped_steps", &skipped));
+  CHECK_H5(H5Gclose(g));
+  /* a positive finite fp32 value, as the run that wrote it held it */
+  if (!(scale > 0) || !isfinite(scale) || (double)(float)scale != scale)
+    bad(path, "fp16_scaler/scale = %g is not a positive fp32 loss scale", scale);
+  if (growth < 0 || growth >= LOSS_SCALE_INTERVAL || skipped < 0)
+    bad(path, "fp16_scaler: growth_tracker = %lld or skipped_steps = %lld out of range", (long long)growth,
+        (long long)skipped);
+  ls->scale = (float)scale;
+  ls->growth = growth;
+  ls->skipped = skipped;
+  return 1;
+}
+
 void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_info *info) {
   struct dino_model *m = st->model;
   const struct tensor_table *tt = &m->tt;
@@ -487,6 +509,7 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
   float *hm = xcalloc(n, sizeof(float)), *hv = xcalloc(n, sizeof(float));
   float *hc = xcalloc((size_t)K, sizeof(float));
   int64_t *steps = xcalloc((size_t)tt->n, sizeof *steps);
+  int scaler = 0;
   if (comm_rank() == 0) {
     h5util_lock();
     hid_t fid;
@@ -505,8 +528,19 @@ void checkpoint_restore(const char *path, struct ckpt_state *st, struct ckpt_inf
     snprintf(c.name, sizeof c.name, "center");
     read_tensor(fid, path, "dino_loss", &c, hc, "", NULL);
     read_metrics(fid, path, &st->metrics);
+    if (st->ls && st->ls->on) scaler = read_scaler(fid, path, st->ls);
     CHECK_H5(H5Fclose(fid));
     h5util_unlock();
+  }
+  if (st->ls && st->ls->on) {
+    comm_bcast(&scaler, sizeof scaler, 0);
+    comm_bcast(st->ls, sizeof *st->ls, 0);
+    if (!scaler)
+      log_info("restart: %s has no fp16 loss scale (written by a bf16 or fp32 run); it starts at %g", path,
+               (double)st->ls->scale);
+    else
+      log_info("restart: fp16 loss scale %g (%lld finite steps since it last changed), %lld steps skipped so far",
+               (double)st->ls->scale, (long long)st->ls->growth, (long long)st->ls->skipped);
   }
   comm_bcast(info, sizeof *info, 0);
   comm_bcast(&st->metrics, sizeof st->metrics, 0);

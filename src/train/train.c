@@ -94,6 +94,11 @@ static void setup_model(struct trainer *t) {
   } else {
     optim_init(&t->opt, t->ops, &t->model->tt);
   }
+  /* fp16 activations: dynamic loss scaling (model/loss_scale.h), shared by the loss's gradient and
+   * the optimizer's unscaling */
+  loss_scale_init(&t->ls, !strcmp(t->ops->precision, "fp16"));
+  t->loss.ls = &t->ls;
+  t->opt.ls = &t->ls;
   if (t->ag) return; /* the device's crop maker owns the device crops */
   const size_t C = (size_t)t->nchannels;
   t->dev_global = t->ops->alloc(MUL_SIZE(MUL_SIZE(2 * (size_t)t->B * C, (size_t)G * G), sizeof(float)));
@@ -365,7 +370,7 @@ int train_run(const struct config *cfg) {
   setup_model(t);
   setup_schedules(t);
   if (!t->gc) t->gc = t->dev->grad_comm(t->dev); /* the sharded optimizer's is made with it */
-  t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss,
+  t->ck = (struct ckpt_state){.cfg = cfg, .model = t->model, .opt = &t->opt, .loss = &t->loss, .ls = &t->ls,
                               .nchannels = t->nchannels, .channels = t->channels, .ds = t->ds,
                               .niter_per_epoch = t->niter, .world_size = t->world,
                               .n_train = t->split.n_train, .keep_prev = 1,

@@ -6,7 +6,9 @@
  * the all-reduce, so every rank sees the same verdict (an agreement all-reduce makes sure).  With
  * clip_grad = 0 the norms cost one extra read of the gradient buffer.  Weights are not scanned every
  * step: a non-finite weight makes the next loss non-finite, and then the weights are scanned to name
- * the first bad tensor. */
+ * the first bad tensor.  Under fp16's dynamic loss scale (model/loss_scale.h) a non-finite gradient
+ * is an overflow of the scaled gradients: the step is skipped and the scale halved, and training
+ * stops only when that happens at a scale of LOSS_SCALE_FLOOR (1) or less. */
 #include "build_config.h"
 
 #include <math.h>
@@ -22,6 +24,9 @@ void train_guard_check_grads(struct trainer *t, struct step_result *r) {
   r->bad_grad = -1;
   for (int i = 0; i < tt->n && r->bad_grad < 0; i++)
     if ((tt->t[i].flags & TENSOR_GRAD) && !isfinite(t->gnorms[i])) r->bad_grad = i;
+  /* fp16: an overflow at a loss scale above the floor skipped the step and halved the scale
+   * (GradScaler); at the floor the unscaled gradients themselves overflow, and training stops */
+  if (r->skipped && t->ls.last_scale > LOSS_SCALE_FLOOR) r->bad_grad = -1;
   /* Gradients are identical on every rank after the all-reduce; agree anyway, so that no rank can
    * ever stop alone and leave the others waiting. */
   if (comm_any(r->bad_grad >= 0) && r->bad_grad < 0) r->bad_grad = tt->n; /* "on another rank" */
@@ -81,12 +86,17 @@ void train_guard_fail(const struct trainer *t, int64_t epoch, int64_t it, const 
         snprintf(name, sizeof name, "(found on another rank)");
       int nbad = 0;
       for (int i = 0; i < tt->n; i++) nbad += (tt->t[i].flags & TENSOR_GRAD) && !isfinite(t->gnorms[i]);
+      char fp16[160] = "";
+      if (t->ls.on)
+        snprintf(fp16, sizeof fp16, " at fp16 loss scale %g (the unscaled gradients overflow fp16; %lld step%s "
+                 "skipped before)", (double)t->ls.last_scale, (long long)t->ls.skipped - 1,
+                 t->ls.skipped == 2 ? "" : "s");
       fprintf(stderr,
-              "scdino: error: non-finite gradient at epoch %lld, iteration %lld of %lld (global step %lld): first "
+              "scdino: error: non-finite gradient at epoch %lld, iteration %lld of %lld (global step %lld)%s: first "
               "bad tensor %s, %d of %d tensors non-finite (loss %g); training stopped, the weights of this step "
               "are not saved.  Last good checkpoint: %s\n",
-              (long long)epoch, (long long)it, (long long)t->niter, (long long)(epoch * t->niter + it), name, nbad,
-              tt->n, r->loss_ranks > 0 ? r->loss_sum / (double)r->loss_ranks : NAN, good);
+              (long long)epoch, (long long)it, (long long)t->niter, (long long)(epoch * t->niter + it), fp16, name,
+              nbad, tt->n, r->loss_ranks > 0 ? r->loss_sum / (double)r->loss_ranks : NAN, good);
     }
   }
   comm_exit_all(SCD_EXIT_FAILURE);

@@ -70,6 +70,9 @@ void train_log_setup(const struct trainer *t) {
            cfg->training.freeze_last_layer == 1 ? "" : "s");
   log_info("train: backend %s, gradient %s %s over %d rank%s", t->ops->name,
            t->opt.plan ? "reduce-scatter" : "all-reduce", t->gc->name, t->world, t->world > 1 ? "s" : "");
+  if (t->ls.on)
+    log_info("train: precision fp16 with dynamic loss scaling: initial scale %g, halved and the step skipped when a "
+             "gradient overflows, doubled after %d finite steps in a row", (double)LOSS_SCALE_INIT, LOSS_SCALE_INTERVAL);
   if (t->opt.plan) { /* what the sharded optimizer keeps per rank, and what it saves */
     const struct shard_plan *p = t->opt.plan;
     const double mib = sizeof(float) / 1048576.0, full = 2.0 * (double)p->size * mib;
@@ -102,10 +105,13 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
   const double loss = r->loss_ranks > 0 ? r->loss_sum / (double)r->loss_ranks : NAN;
   const double data = dt > 0 ? 100 * w->data_s / dt : 0, comm = dt > 0 ? 100 * w->comm_s / dt : 0;
   const double comp = dt > 0 ? fmax(0.0, 100.0 - data - comm) : 0;
+  char scale[80] = ""; /* fp16: the loss scale and the steps skipped for overflows so far */
+  if (t->ls.on)
+    snprintf(scale, sizeof scale, " | loss scale %g, %lld skipped", (double)t->ls.scale, (long long)t->ls.skipped);
   log_info("Epoch [%lld/%lld] it %lld/%lld eta %s loss %.4f lr %.3e wd %.4f img/s %.1f | data %.0f%% "
-           "compute %.0f%% comm %.0f%% | mem %s",
+           "compute %.0f%% comm %.0f%% | mem %s%s",
            (long long)epoch, (long long)t->epochs, (long long)(it + 1), (long long)t->niter, eta, loss,
-           r->lr, r->wd, dt > 0 ? (double)w->images / dt : 0.0, data, comp, comm, mem);
+           r->lr, r->wd, dt > 0 ? (double)w->images / dt : 0.0, data, comp, comm, mem, scale);
   /* Every rank's own share of the window: the rank that waits for data, or that the others wait
    * for in the all-reduce (their comm time is its lateness), shows here (&control verbosity = 3). */
   log_debug("train: global step %lld: %lld steps in %.3f s since the last line: waiting for data %.3f s, in "
@@ -174,10 +180,14 @@ void train_log_epoch(struct trainer *t, int64_t epoch) {
   json_num(js[0], sizeof js[0], loss);
   json_num(js[1], sizeof js[1], lr);
   json_num(js[2], sizeof js[2], wd);
+  char scale[96] = ""; /* fp16: the loss scale at the epoch's end, the steps skipped so far */
+  if (t->ls.on)
+    snprintf(scale, sizeof scale, ", \"loss_scale\": %.9g, \"skipped_steps\": %lld", (double)t->ls.scale,
+             (long long)t->ls.skipped);
   fprintf(out,
           "{\"train_loss\": %s, \"train_lr\": %s, \"train_wd\": %s, \"epoch\": %lld, "
-          "\"images_per_second\": %.6g, \"epoch_seconds\": %.6g, \"images\": %lld, \"steps\": %lld}\n",
+          "\"images_per_second\": %.6g, \"epoch_seconds\": %.6g, \"images\": %lld, \"steps\": %lld%s}\n",
           js[0], js[1], js[2], (long long)epoch, ips, mt->seconds, (long long)mt->images,
-          (long long)mt->steps);
+          (long long)mt->steps, scale);
   fs_mem_commit(&txt, "log", path);
 }

@@ -164,6 +164,11 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
     metric(f, "scdino_gpu_memory_peak_bytes", k == 0 ? "Peak GPU memory scdino allocated, by rank." : NULL, ids,
            extra, all[2 * k + 1]);
   }
+  if (t->ls.on) { /* fp16's dynamic loss scale */
+    metric(f, "scdino_loss_scale", "fp16 dynamic loss scale after the last step.", ids, NULL, (double)t->ls.scale);
+    metric(f, "scdino_skipped_steps", "fp16 steps skipped since the run began (non-finite gradients at their loss "
+           "scale).", ids, NULL, (double)t->ls.skipped);
+  }
   if (t->last_ckpt_time > 0)
     metric(f, "scdino_checkpoint_age_seconds", "Seconds since the newest checkpoint was written or restored.", ids,
            NULL, wtime() - t->last_ckpt_time);

@@ -15,6 +15,7 @@
 #include "model/dino_loss.h"
 #include "model/dino_model.h"
 #include "model/grad_comm.h"
+#include "model/loss_scale.h"
 #include "model/optim.h"
 #include "model/shard_plan.h"
 #include "train/checkpoint.h"
@@ -31,6 +32,7 @@ struct step_result {
   int nonfinite;      /* ranks whose loss was not finite */
   int stop;           /* some rank was asked to stop (a signal: signals_received) */
   int bad_grad;       /* first tensor (table order) whose averaged gradient is not finite; -1 none */
+  int skipped;        /* fp16: the step was skipped (non-finite gradients at its loss scale) */
   double lr, wd, momentum;
   double comm_s;      /* seconds blocked in communication */
   double data_s;      /* seconds the GPU augmentation kept the GPU idle (exposed, not hidden) */
@@ -63,6 +65,7 @@ struct trainer {
   struct dino_model *model;
   struct dino_loss loss;
   struct optim opt;
+  struct loss_scale ls;          /* fp16's dynamic loss scale (inert otherwise): loss and optimizer share it */
   struct shard_plan plan;        /* &training shard_optimizer: the ranks' slices (world 0: unsharded) */
   int64_t B, niter, epochs, total_steps;
   double *lr_sched, *wd_sched, *mom_sched;
@@ -91,7 +94,8 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
                 struct step_result *r);
 
 /* Numerical faults (train_guard.c).  After the update: r->bad_grad from t->gnorms, agreed by all
- * ranks. */
+ * ranks; under fp16's loss scale a step skipped for them (r->skipped) is not a fault unless its
+ * scale was LOSS_SCALE_FLOOR or less. */
 void train_guard_check_grads(struct trainer *t, struct step_result *r);
 /* A non-finite loss (r->nonfinite) or gradient (r->bad_grad >= 0): rank 0 names the step, the
  * first bad tensor (for a loss: the first non-finite weight, if any) and the last good checkpoint;

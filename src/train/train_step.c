@@ -137,6 +137,12 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
    * (one fused pass on backends that have it). */
   optim_update(&t->opt, m->student, m->grads, cfg->training.clip_grad, t->gnorms, r->lr, r->wd,
                epoch < cfg->training.freeze_last_layer, m->teacher, r->momentum);
+  /* fp16: a step whose scaled gradients overflowed was skipped, the loss scale halved */
+  r->skipped = t->ls.last_skipped;
+  if (r->skipped)
+    log_detail("train: global step %lld skipped: non-finite gradients at loss scale %g (an fp16 overflow); "
+               "loss scale now %g, %lld step%s skipped so far", (long long)step, (double)t->ls.last_scale,
+               (double)t->ls.scale, (long long)t->ls.skipped, t->ls.skipped == 1 ? "" : "s");
   /* The norms clipping computed are the non-finite check (train_guard.c). */
   train_guard_check_grads(t, r);
   if (t->ag) r->data_s = t->dev->crops->exposed_seconds(t->ag);

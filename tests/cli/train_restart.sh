@@ -98,8 +98,8 @@ nchecks=$((nchecks + 1))
   fail "rk/checkpoint.h5 does not keep both restarts' changes: $(h5dump -a /restart_changes rk/checkpoint.h5)"
 
 # A checkpoint of another version, whose deck lacks a key (sampler), has one this version does not
-# know and a value it refuses (precision 'fp16'): the first two are not compared, the third is
-# named as written; with it restored, only the changed schedule key is warned of.
+# know and a value that differs from this run's (precision 'fp16'): the first two are not compared,
+# the third is named as written; with it restored, only the changed schedule key is warned of.
 cp -r r1-split rv || exit 99
 rm -f rv/checkpoint.h5 && cp r1-split/checkpoint_0000.h5 rv/checkpoint.h5 || exit 99
 sed -e '/^  sampler = /d' -e "s/^  precision = 'auto'/  precision = 'fp16'/" -e 's/^&training$/\&training\n  gone_key = 3/' \

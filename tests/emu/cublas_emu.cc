@@ -6,7 +6,7 @@
  *
  * Supported subset: column-major D = alpha op(A) op(B) + beta C with op N or T, compute type
  * CUBLAS_COMPUTE_32F, fp32 alpha/beta read from host memory, operand types (A = B, C = D) fp32/fp32,
- * bf16/bf16 and bf16/fp32.  cuBLASLt: epilogue DEFAULT, BIAS (bias of D's type, one value per row
+ * bf16/bf16, bf16/fp32, fp16/fp16 and fp16/fp32.  cuBLASLt: epilogue DEFAULT, BIAS (bias of D's type, one value per row
  * of D), BGRADB (alpha 1: the column sums of op(B) over k, one per column of D, stored in D's type
  * at the bias pointer), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS (GELU of the sum after the bias;
  * the _AUX ones also store that sum, the GELU input, in D's type at the aux pointer) and DGELU (the
@@ -26,11 +26,12 @@
  *
  * Numerics: operands widened to float, their product by OpenBLAS's sgemm (fp32 sums), then alpha,
  * beta C, the bias and the GELU (or GELU') applied in float and the result rounded to the output
- * type (bf16: nearest even). */
+ * type (bf16 and fp16: nearest even; fp16 overflows to infinity as the GPU's conversion). */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <math.h>
 #include <stdarg.h>
@@ -118,7 +119,7 @@ Preference *pref_of(cublasLtMatmulPreference_t pr) {
   return p && p->magic == MAGIC_PREF ? p : nullptr;
 }
 
-bool known_type(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
+bool known_type(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F; }
 
 bool gelu_epilogue(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_AUX ||
@@ -188,17 +189,21 @@ float gelu_grad(GeluKind kind, float x) {
 /* The (A = B, D) combinations with CUBLAS_COMPUTE_32F and fp32 scale that the backend uses. */
 bool supported_combination(cudaDataType_t ab, cudaDataType_t d) {
   return (ab == CUDA_R_32F && d == CUDA_R_32F) || (ab == CUDA_R_16BF && d == CUDA_R_16BF) ||
-         (ab == CUDA_R_16BF && d == CUDA_R_32F);
+         (ab == CUDA_R_16BF && d == CUDA_R_32F) || (ab == CUDA_R_16F && d == CUDA_R_16F) ||
+         (ab == CUDA_R_16F && d == CUDA_R_32F);
 }
 
 inline float load(const void *p, cudaDataType_t t, size_t i) {
   if (t == CUDA_R_32F) return static_cast<const float *>(p)[i];
+  if (t == CUDA_R_16F) return __half2float(static_cast<const __half *>(p)[i]);
   return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
 }
 
 inline void store(void *p, cudaDataType_t t, size_t i, float v) {
   if (t == CUDA_R_32F)
     static_cast<float *>(p)[i] = v;
+  else if (t == CUDA_R_16F)
+    static_cast<__half *>(p)[i] = __float2half_rn(v);
   else
     static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
 }

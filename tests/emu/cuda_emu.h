@@ -11,6 +11,7 @@
 #define SCDINO_CUDA_EMU_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stddef.h>
@@ -145,8 +146,10 @@ float *emu_wmma_buffer(void); /* 3 x 256 floats for the calling thread's warp */
 
 template <typename T> static inline float emu_wmma_f(T v) { return (float)v; }
 static inline float emu_wmma_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+static inline float emu_wmma_f(__half v) { return __half2float(v); }
 template <typename T> static inline T emu_wmma_t(float v) { return (T)v; }
 template <> inline __nv_bfloat16 emu_wmma_t<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> inline __half emu_wmma_t<__half>(float v) { return __float2half_rn(v); }
 
 /* element e of the calling lane's share: row e / 16, column e % 16 of the tile */
 static inline unsigned emu_wmma_elem(int i) { return (emu_tid() & 31u) * 8u + (unsigned)i; }
@@ -211,7 +214,7 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, TC> &d,
 } // namespace wmma
 } // namespace nvcuda
 
-/* ---- mma.sync m16n8k16 bf16 and ldmatrix (attention_mma.cu's PTX, which the host cannot run) ---- */
+/* ---- mma.sync m16n8k16 (bf16, f16), m16n8k8 (f16) and ldmatrix (attention_mma.cu's PTX) ---------- */
 
 /* ldmatrix .x4 of b16: lane l gives the address of row l % 8 of matrix l / 8 and receives, of each
  * matrix i, elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 (trans: of column l / 4, rows
@@ -240,33 +243,54 @@ static inline float emu_bf16_lo(uint32_t v) {
 }
 static inline float emu_bf16_hi(uint32_t v) { return emu_bf16_lo(v >> 16); }
 
-/* c += a b for the 16 x 8 tile: the fragments of the PTX ISA (g = lane / 4, t = lane % 4):
- * a0 = A[g][2t..], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g],
- * b1 = B[2t+8..][g]; c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].  Every lane posts its
+static inline float emu_f16_lo(uint32_t v) {
+  __half_raw r;
+  r.x = (unsigned short)(v & 0xffffu);
+  return __half2float(__half(r));
+}
+static inline float emu_f16_hi(uint32_t v) { return emu_f16_lo(v >> 16); }
+
+/* c += a b for the 16 x K tile (K = 16 or 8): the fragments of the PTX ISA (g = lane / 4,
+ * t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..], and for K = 16 a2 = A[g][2t+8..],
+ * a3 = A[g+8][2t+8..]; b0 = B[2t..][g], and for K = 16 b1 = B[2t+8..][g]; c0, c1 = C[g][2t, 2t+1],
+ * c2, c3 = C[g+8][2t, 2t+1].  Elements decode as bf16 or f16 (f16: nonzero).  Every lane posts its
  * shares in the warp's buffer, the warp meets, each sums its outputs (k in order), and the warp
  * meets again before the buffer may be written. */
-static inline void emu_mma_m16n8k16_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  float *buf = nvcuda::wmma::emu_wmma_buffer(), *A = buf, *Bm = buf + 256; /* A[16][16], B[16][8] */
+static inline void emu_mma_m16n8(float c[4], const uint32_t *a, const uint32_t *b, int K, int f16) {
+  float *buf = nvcuda::wmma::emu_wmma_buffer(), *A = buf, *Bm = buf + 256; /* A[16][K], B[K][8] */
   const unsigned lane = emu_tid() & 31u, g = lane >> 2, t = lane & 3u;
   const unsigned ar[4] = {g, g + 8, g, g + 8}, ac[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
-  for (int i = 0; i < 4; i++) {
-    A[ar[i] * 16 + ac[i]] = emu_bf16_lo(a[i]);
-    A[ar[i] * 16 + ac[i] + 1] = emu_bf16_hi(a[i]);
+  for (int i = 0; i < K / 4; i++) {
+    A[ar[i] * K + ac[i]] = f16 ? emu_f16_lo(a[i]) : emu_bf16_lo(a[i]);
+    A[ar[i] * K + ac[i] + 1] = f16 ? emu_f16_hi(a[i]) : emu_bf16_hi(a[i]);
   }
-  Bm[(2 * t) * 8 + g] = emu_bf16_lo(b0);
-  Bm[(2 * t + 1) * 8 + g] = emu_bf16_hi(b0);
-  Bm[(2 * t + 8) * 8 + g] = emu_bf16_lo(b1);
-  Bm[(2 * t + 9) * 8 + g] = emu_bf16_hi(b1);
+  for (int i = 0; i < K / 8; i++) {
+    Bm[(2 * t + 8 * i) * 8 + g] = f16 ? emu_f16_lo(b[i]) : emu_bf16_lo(b[i]);
+    Bm[(2 * t + 8 * i + 1) * 8 + g] = f16 ? emu_f16_hi(b[i]) : emu_bf16_hi(b[i]);
+  }
   emu_syncwarp();
   float r[4];
   for (int e = 0; e < 4; e++) {
     const unsigned row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
     float acc = 0.0f;
-    for (int k = 0; k < 16; k++) acc += A[row * 16 + k] * Bm[k * 8 + col];
+    for (int k = 0; k < K; k++) acc += A[row * K + k] * Bm[k * 8 + col];
     r[e] = c[e] + acc;
   }
   emu_syncwarp();
   for (int e = 0; e < 4; e++) c[e] = r[e];
+}
+/* mma.sync m16n8k16 with bf16 or f16 operands (compute capability 8.0), m16n8k8 with f16 (7.5). */
+static inline void emu_mma_m16n8k16_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  const uint32_t b[2] = {b0, b1};
+  emu_mma_m16n8(c, a, b, 16, 0);
+}
+static inline void emu_mma_m16n8k16_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  const uint32_t b[2] = {b0, b1};
+  emu_mma_m16n8(c, a, b, 16, 1);
+}
+static inline void emu_mma_m16n8k8_f16(float c[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  const uint32_t a[2] = {a0, a1};
+  emu_mma_m16n8(c, a, &b0, 8, 1);
 }
 
 /* ---- atomics (fibers switch only at barriers: a read-modify-write is atomic) ------------------ */

@@ -23,9 +23,10 @@ void check_adamw_copies(void);
 void check_gelu_gemm(int emulated);
 /* test_gpu_ops.c: attention against the CPU's (and its state, forward and backward). */
 void check_attention(int B, int N, int H, int hd);
-/* test_gpu_kernels.c: the flash kernels' tile widths and options (bf16); the bf16 exact GELU within
- * an ulp of double, forward (y, from dx) and backward (from dgy). */
-void check_flash_tiles(void);
+/* test_gpu_kernels.c: the flash kernels' tile widths and options (bf16, fp16; what names the
+ * precision and kernel set in the checks); the 16-bit exact GELU within an ulp of double, forward
+ * (y, from dx) and backward (from dgy). */
+void check_flash_tiles(const char *what);
 void check_gelu_ulp(const float *x, const float *gy, const float *y, const void *dx, const void *dgy, size_t n);
 
 #endif

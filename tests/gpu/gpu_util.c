@@ -20,7 +20,11 @@ const struct ops *gpu_or_skip(const char *precision) {
   return o;
 }
 
-int gpu_is_bf16(const struct ops *o) { return o->act_size == 2; }
+int gpu_is_bf16(const struct ops *o) { return !strcmp(o->precision, "bf16"); }
+
+int gpu_is_f16(const struct ops *o) { return !strcmp(o->precision, "fp16"); }
+
+int gpu_is_half(const struct ops *o) { return o->act_size == 2; }
 
 static float bf16_round(float x) {
   uint32_t u;
@@ -32,9 +36,22 @@ static float bf16_round(float x) {
   return x;
 }
 
+float gpu_f16_round(float x) {
+  if (!isfinite(x)) return x;
+  const float a = fabsf(x);
+  if (a >= 65520.0f) return copysignf(INFINITY, x); /* past the largest, 65504, and half its spacing */
+  int e;
+  frexpf(a, &e); /* a = m 2^e, m in [0.5, 1): the leading bit is 2^(e-1) */
+  const int q = e - 11 < -24 ? -24 : e - 11; /* 10 bits after it; subnormals in steps of 2^-24 */
+  /* exact scalings by powers of two around one rounding to an integer (nearest even) */
+  return copysignf(ldexpf(nearbyintf(ldexpf(a, -q)), q), x);
+}
+
 void gpu_round(const struct ops *o, float *x, size_t n) {
-  if (!gpu_is_bf16(o)) return;
-  for (size_t i = 0; i < n; i++) x[i] = bf16_round(x[i]);
+  if (gpu_is_bf16(o))
+    for (size_t i = 0; i < n; i++) x[i] = bf16_round(x[i]);
+  else if (gpu_is_f16(o))
+    for (size_t i = 0; i < n; i++) x[i] = gpu_f16_round(x[i]);
 }
 
 float *gpu_f32_up(const struct ops *o, const float *h, size_t n) {

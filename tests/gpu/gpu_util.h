@@ -1,5 +1,5 @@
 /* tests/gpu/gpu_util.h - helpers of the GPU tests: the CUDA backend or a skip, transfers in the
- * backend's activation type, bf16 rounding on the host, random data. */
+ * backend's activation type, bf16 and fp16 rounding on the host, random data. */
 #ifndef SCDINO_GPU_UTIL_H
 #define SCDINO_GPU_UTIL_H
 
@@ -8,12 +8,17 @@
 #include "core/rng.h"
 #include "model/ops.h"
 
-/* The CUDA table for precision ('fp32', 'bf16'); prints why and exits 77 (skip) without a GPU. */
+/* The CUDA table for precision ('fp32', 'bf16', 'fp16'); prints why and exits 77 (skip) without a
+ * GPU. */
 const struct ops *gpu_or_skip(const char *precision);
-/* Whether o stores activations in bf16. */
+/* Whether o stores activations in bf16, in fp16, in either (16 bits). */
 int gpu_is_bf16(const struct ops *o);
-/* x rounded to o's activation type (round to nearest even for bf16), in place. */
+int gpu_is_f16(const struct ops *o);
+int gpu_is_half(const struct ops *o);
+/* x rounded to o's activation type (round to nearest even for bf16 and fp16; fp16 overflows to
+ * infinity past 65504, and has subnormals down to 2^-24), in place; gpu_f16_round one value. */
 void gpu_round(const struct ops *o, float *x, size_t n);
+float gpu_f16_round(float x);
 /* Device activations from h (rounded in place first, so host references see the same values). */
 void *gpu_act_up(const struct ops *o, float *h, size_t n);
 /* Device activations -> host floats. */

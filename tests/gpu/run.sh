@@ -4,8 +4,8 @@
 #
 # usage: tests/gpu/run.sh [PACK_DIR] [STAGE...]
 #   PACK_DIR  what tests/gpu/pack.sh made (default build-gpu): bin.tar.xz (or bin/) and debs/
-#   STAGE     tests | probe | bench | attnk | attn | torch | autotune | torchtanh | extra | train | busbw |
-#             e2e | features | knn | goals | all (default
+#   STAGE     tests | probe | bench | attnk | attn | torch | autotune | torchtanh | fp16 | extra | train |
+#             busbw | e2e | features | knn | goals | all (default
 #             all = every stage, in this order: what the goals need first)
 #             tests  the GPU unit tests (CUDA ops vs CPU ops, reference model, training steps,
 #                    GPU crops, NCCL, fused optimizer; ops and reference model again with the
@@ -26,6 +26,12 @@
 #                    takes minutes; the inductor cache goes to $OUT/inductor-cache.tar.xz, and
 #                    comes back from PACK_DIR/inductor-cache.tar.xz in a later call); torchtanh:
 #                    eager and compiled with the tanh GELU, to set against scdino's tanh form
+#             fp16   precision fp16 (the V100's and T4's, with the dynamic loss scale): the training
+#                    test's 200 steps against fp32 (loss within bf16's 5%), also with the kernel
+#                    set of compute capability 7.5 (--arch 75: f16 mma.sync m16n8k8, no cp.async)
+#                    and 7.0 (batched-GEMM attention); gpu_train_bench at batch 64 in fp16, with
+#                    each kernel set (-c 75, -c 70), beside bf16's; torch_dino_step.py with
+#                    autocast fp16 + GradScaler (upstream's use_fp16), eager and compiled
 #             extra  more gpu_train_bench runs: bf16 with the bias
 #                    gradients by the column-sum kernel, with the tanh GELU as kernels; fp32;
 #                    ViT-B/16 in bf16 at batch 64; the largest batch that fits (bf16)
@@ -64,7 +70,7 @@ set -u
 pack=${1:-build-gpu}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests probe bench attnk attn torch extra train busbw e2e features knn autotune goals"
+[ "$stages" = all ] && stages="tests probe bench attnk attn torch fp16 extra train busbw e2e features knn autotune goals"
 tmp=${TMPDIR:-/tmp}
 out=${OUT:-$tmp/scdino-gpu-out}
 mkdir -p "$out"
@@ -203,6 +209,7 @@ drop() { grep -v "$1" "$results" > "$results.new"; mv "$results.new" "$results";
 [[ " $stages " == *" torch "* ]] && drop '^torch-\(eager\|eager-fused\|compile\|compile-fused\) '
 [[ " $stages " == *" autotune "* ]] && drop '^torch-max-autotune-fused '
 [[ " $stages " == *" torchtanh "* ]] && drop '^torch-[a-z-]*-tanh '
+[[ " $stages " == *" fp16 "* ]] && drop '^\(scdino\|torch\)-[a-z-]*fp16[a-z0-9-]* '
 bench() { # label, arguments...; the op-by-op profile (-x) goes to the summary too
   local label=$1 outf=$tmp/scdino-gpu-bench.out
   shift
@@ -296,6 +303,20 @@ fi
 if [[ " $stages " == *" torchtanh "* ]]; then # the tanh GELU on both sides
   torch_run torch-eager-tanh 90 --mode eager --gelu tanh
   torch_run torch-compile-fused-tanh 240 --mode compile --fused --gelu tanh
+fi
+if [[ " $stages " == *" fp16 "* ]]; then
+  # fp16 with the loss scale: 200 training steps against fp32, with each kernel set; the model step
+  # beside bf16's; PyTorch's own fp16 (autocast + GradScaler, upstream's use_fp16)
+  note "fp16 (log: tests.log, bench.log)"
+  run_test test_gpu_train 300 "fp16, 200 steps" --steps 200
+  run_test test_gpu_train 300 "fp16 sm_75 kernels, 200 steps" --steps 200 --arch 75
+  run_test test_gpu_train 300 "fp16 sm_70 kernels" --arch 70
+  bench "scdino-fp16" -B 64 -P fp16 -s 5 -x $m
+  bench "scdino-fp16-sm75" -B 64 -P fp16 -s 5 -x -c 75 $m
+  bench "scdino-fp16-sm70" -B 64 -P fp16 -s 5 -c 70 $m
+  grep -h "fp16 loss scale after" "$bench_log" | sort | uniq -c | while read -r l; do note "$l"; done
+  torch_run torch-eager-fp16 90 --mode eager --precision fp16
+  torch_run torch-compile-fused-fp16 240 --mode compile --fused --precision fp16
 fi
 if [ -d "${TORCHINDUCTOR_CACHE_DIR:-}" ] && [[ " $stages " == *" torch"* ]]; then
   tar -C "$TORCHINDUCTOR_CACHE_DIR" -cJf "$out/inductor-cache.tar.xz" . 2>/dev/null

@@ -1,5 +1,5 @@
 /* test_gpu_kernels.c - part of tests/gpu/test_gpu_ops: the tensor-core flash kernels' tile widths
- * and options (attention_mma.cu), and the bf16 exact GELU's fast erf within an ulp of GELU in
+ * and options (attention_mma.cu), and the 16-bit exact GELU's fast erf within an ulp of GELU in
  * double (elementwise.cu). */
 #include "build_config.h"
 
@@ -16,11 +16,12 @@
  * correct rounding of a value that close to exact gives (bf16: the exact GELU's fast erf,
  * elementwise.cu, must be that close; a rel. L2 tolerance would let a coarse erf through). */
 static void check_ulp(const char *what, const float *got, const double *exact, size_t n) {
-  const int bits = gpu_is_bf16(g) ? 8 : 24; /* significand bits */
+  const int bits = gpu_is_bf16(g) ? 8 : gpu_is_f16(g) ? 11 : 24; /* significand bits */
   size_t bad = 0, first = n;
   for (size_t i = 0; i < n; i++) {
     const double a = fabs(exact[i]);
-    const double ulp = a > 0 ? ldexp(1.0, ilogb(a) - (bits - 1)) : 1e-30;
+    double ulp = a > 0 ? ldexp(1.0, ilogb(a) - (bits - 1)) : 1e-30;
+    if (gpu_is_f16(g) && ulp < 0x1p-24) ulp = 0x1p-24; /* fp16's subnormal spacing */
     if (!(fabs(got[i] - exact[i]) < ulp) && fabs(got[i] - exact[i]) > 1e-30) {
       if (!bad) first = i;
       bad++;
@@ -61,17 +62,17 @@ void check_gelu_ulp(const float *x, const float *gy, const float *y, const void 
   free(xs), free(gs), free(yb), free(fe), free(be);
 }
 
-/* The tensor-core flash kernels (attention_mma.cu, bf16, hd 32 and 64): the ragged last tile in each
+/* The tensor-core flash kernels (attention_mma.cu, bf16 and fp16, hd 32 and 64): the ragged last tile in each
  * of its widths (2, 4, 6 and 8 column tiles of 8), one-tile sequences of each width (the one-kernel
  * backward), and DINO's shapes with each of the kernels' refinements off (the register cap, 4,
  * changes no code). */
-void check_flash_tiles(void) {
+void check_flash_tiles(const char *what) {
   static const int option_sets[] = {7, 3, 2, 1, 0};
   backend_cuda_set_attention("flash");
   for (size_t i = 0; i < sizeof option_sets / sizeof *option_sets; i++) {
     const int opts = option_sets[i];
     backend_cuda_set_flash_options(opts);
-    snprintf(tag, sizeof tag, "bf16 flash options %d", opts);
+    snprintf(tag, sizeof tag, "%s flash options %d", what, opts);
     check_attention(1, 197, 1, 64);
     check_attention(2, 37, 2, 64);
     if (opts != 7) continue;

@@ -1,5 +1,5 @@
-/* test_gpu_ops.c - every op of the CUDA backend against the CPU backend on random inputs, in fp32
- * and in bf16.
+/* test_gpu_ops.c - every op of the CUDA backend against the CPU backend on random inputs, in fp32,
+ * bf16 and fp16 (fp16 also with the kernel sets of compute capability 7.5 and 7.0: &gpu arch).
  *
  * Inputs are drawn on the host and rounded to the activation type first, so both backends see the
  * same numbers; outputs that an op overwrites are poisoned with NaN on the GPU (an element left
@@ -11,7 +11,8 @@
  * them); on a GPU the counts are printed.  Where the state is the row log-sum-exp it is checked
  * against its definition in double.
  * Tolerances (relative L2 error): fp32 2e-5 (fp32 GEMMs without TF32, sums in another order);
- * bf16 1.5e-2 (bf16 storage of outputs and weights: 2^-9 relative per element).  The optimizer,
+ * bf16 1.5e-2 (bf16 storage of outputs and weights: 2^-9 relative per element); fp16 2e-3 (2^-12
+ * per element, 8 times finer than bf16; the errors seen are below 6e-4).  The optimizer,
  * EMA and centre kernels are specified to the rounding and must match the CPU bit for bit. */
 #include "build_config.h"
 
@@ -314,7 +315,7 @@ static void check_weightnorm(int K, int D, int with_dg) {
  * the softmax matrices: backend_cuda.cu's attn_kind. */
 static int attention_keeps_lse(int hd) {
   const char *impl = backend_cuda_attention();
-  if (!gpu_is_bf16(g)) return !strcmp(impl, "flash");
+  if (!gpu_is_half(g)) return !strcmp(impl, "flash");
   return strcmp(impl, "gemm") || hd % 8;
 }
 
@@ -358,7 +359,7 @@ void check_attention(int B, int N, int H, int hd) {
   gpu_act_down(g, out, dout, no);
   gpu_f32_down(g, pr, dprobs, np);
   gpu_cmp(NAME(nm, "%s attn_fwd B=%d N=%d H=%d hd=%d", tag, B, N, H, hd), out, outr, no, TOL);
-  gpu_cmp(NAME(nm, "%s attn_fwd probabilities", tag), pr, prr, np, gpu_is_bf16(g) ? 1e-5 : 2e-5);
+  gpu_cmp(NAME(nm, "%s attn_fwd probabilities", tag), pr, prr, np, gpu_is_half(g) ? 1e-5 : 2e-5);
   /* inference: no state, no probabilities */
   gpu_act_poison(g, dout, no);
   g->attn_fwd(dout, NULL, NULL, dqkv_in, B, N, H, hd, scale);
@@ -416,7 +417,7 @@ static void check_gelu(size_t n, int ap) {
   cpu->gelu_fwd(yr, x, n, ap);
   gpu_act_down(g, y, dy, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd (approx %d) n=%zu", tag, ap, n), y, yr, n, TOL);
-  if (gpu_is_bf16(g) && ap == 0) check_gelu_ulp(x, gy, y, dx, dgy, n);
+  if (gpu_is_half(g) && ap == 0) check_gelu_ulp(x, gy, y, dx, dgy, n);
   g->gelu_fwd(dx, dx, n, ap); /* in place */
   gpu_act_down(g, y, dx, n);
   gpu_cmp(NAME(nm, "%s gelu_fwd in place", tag), y, yr, n, TOL);
@@ -490,19 +491,19 @@ static void check_dino_loss(int B, int ns, int nt, int K) {
   gpu_act_poison(g, dgs, nsr);
   float loss = 0, lossr = 0, *gs = gpu_zeros(nsr), *gsr = gpu_zeros(nsr), *ts = gpu_zeros(K);
   float *tsr = gpu_zeros(K);
-  g->dino_loss(dl, dgs, dts, dsd, dtd, dc, B, ns, nt, K, 0.1f, 0.04f);
-  cpu->dino_loss(&lossr, gsr, tsr, s, t, c, B, ns, nt, K, 0.1f, 0.04f);
+  g->dino_loss(dl, dgs, dts, dsd, dtd, dc, B, ns, nt, K, 0.1f, 0.04f, 1.0f);
+  cpu->dino_loss(&lossr, gsr, tsr, s, t, c, B, ns, nt, K, 0.1f, 0.04f, 1.0f);
   gpu_f32_down(g, &loss, dl, 1);
   gpu_act_down(g, gs, dgs, nsr);
   gpu_f32_down(g, ts, dts, K);
   gpu_cmp(NAME(nm, "%s dino_loss B=%d ns=%d nt=%d K=%d: loss", tag, B, ns, nt, K), &loss, &lossr, 1,
-          gpu_is_bf16(g) ? 1e-4 : 1e-5);
+          gpu_is_half(g) ? 1e-4 : 1e-5);
   gpu_cmp(NAME(nm, "%s dino_loss d student", tag), gs, gsr, nsr, TOL);
   gpu_cmp(NAME(nm, "%s dino_loss teacher column sums", tag), ts, tsr, K, 1e-5);
   /* no gradient wanted */
-  g->dino_loss(dl, NULL, dts, dsd, dtd, dc, B, ns, nt, K, 0.1f, 0.04f);
+  g->dino_loss(dl, NULL, dts, dsd, dtd, dc, B, ns, nt, K, 0.1f, 0.04f, 1.0f);
   gpu_f32_down(g, &loss, dl, 1);
-  gpu_cmp(NAME(nm, "%s dino_loss without gradient", tag), &loss, &lossr, 1, gpu_is_bf16(g) ? 1e-4 : 1e-5);
+  gpu_cmp(NAME(nm, "%s dino_loss without gradient", tag), &loss, &lossr, 1, gpu_is_half(g) ? 1e-4 : 1e-5);
   /* centre update: exact */
   float *c2 = gpu_dup(c, K);
   g->center_update(dc, dts, K, (float)(nt * B), 0.9);
@@ -622,7 +623,7 @@ static void check_attention_cases(void) {
 static void run_all(const char *precision) {
   g = gpu_or_skip(precision);
   snprintf(tag, sizeof tag, "%s", precision);
-  TOL = gpu_is_bf16(g) ? 1.5e-2 : 2e-5;
+  TOL = gpu_is_bf16(g) ? 1.5e-2 : gpu_is_f16(g) ? 2e-3 : 2e-5;
   printf("%s: activations of %zu bytes\n", precision, g->act_size);
   check_conversions(10007);
   struct backend_cuda_info info;
@@ -687,7 +688,7 @@ static void run_all(const char *precision) {
   long f0, b0, f1, b1;
   backend_cuda_cudnn_attention_runs(&f0, &b0);
   for (int impl = 0; impl < 3; impl++) {
-    if (impl == 2 && !gpu_is_bf16(g)) continue; /* fp32 keeps the GEMM form */
+    if (impl == 2 && !gpu_is_half(g)) continue; /* fp32 keeps the GEMM form (fp16: cuDNN's fallback) */
     backend_cuda_set_attention(impls[impl]);
     snprintf(tag, sizeof tag, "%s %s", precision, backend_cuda_attention());
     check_attention_cases();
@@ -719,7 +720,7 @@ static void run_all(const char *precision) {
     }
     unsetenv("SCDINO_EMU_CUDNN");
   }
-  if (gpu_is_bf16(g)) check_flash_tiles();
+  if (gpu_is_half(g)) check_flash_tiles(precision);
   backend_cuda_set_attention("gemm");
   snprintf(tag, sizeof tag, "%s", precision);
   for (int ap = 0; ap < 2; ap++) {
@@ -748,6 +749,23 @@ int main(int argc, char **argv) {
   rng_init(&R, 7, RNG_DOMAIN_TEST, 1, 0);
   run_all("fp32");
   run_all("bf16");
+  run_all("fp16");
+  /* The kernel sets of older GPUs in fp16 (&gpu arch): 7.5 (a T4: the f16 flash kernels as pairs of
+   * m16n8k8 products, tiles copied without cp.async), 7.0 (a V100: attention as batched GEMMs on
+   * the flash state); the ops other than attention run the same kernels. */
+  static const int archs[] = {75, 70};
+  for (int a = 0; a < 2; a++) {
+    backend_cuda_set_arch(archs[a]);
+    T_CHECK(backend_cuda_arch() == archs[a], "&gpu arch %d: the backend runs %d's kernels", archs[a],
+            backend_cuda_arch());
+    snprintf(tag, sizeof tag, "fp16 sm_%d flash", archs[a]);
+    backend_cuda_set_attention("flash");
+    check_attention_cases();
+    if (archs[a] == 75) check_flash_tiles("fp16 sm_75");
+    check_linear(37, 48, 16, 1);
+  }
+  backend_cuda_set_arch(0);
+  backend_cuda_set_attention("flash");
   /* memory and timing figures are reported */
   size_t in_use = 0, peak = 0, fr = 0, tot = 0;
   backend_cuda_memory(&in_use, &peak, &fr, &tot);

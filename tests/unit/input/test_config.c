@@ -291,6 +291,10 @@ static void test_cross_checks(void) {
   EXPECT_ERR(CTRL "&data shard_dir = '' /", 1, "shard_dir must not be empty");
   EXPECT_ERR(CTRL "&training precision = 'bf16' / &system device = 'cpu' /", 1,
              "precision = 'bf16' needs a GPU, but device = 'cpu'");
+  EXPECT_ERR(CTRL "&training precision = 'fp16' / &system device = 'cpu' /", 1,
+             "precision = 'fp16' needs a GPU, but device = 'cpu'");
+  EXPECT_ERR(CTRL "&gpu arch = 60 /", 1, "arch = 60: 0 (the GPU's own kernels) or a compute capability");
+  EXPECT_OK(CTRL "&gpu arch = 75 /");
   EXPECT_OK(CTRL "&training precision = 'bf16' / &system device = 'auto' /");
   EXPECT_OK(CTRL "&training shard_optimizer = .true. / &system device = 'cuda' /");
   EXPECT_OK(CTRL "&training shard_optimizer = .true. / &system device = 'cpu' /");
@@ -395,7 +399,8 @@ static void test_restart_policy(void) {
   static const char *const warn[] = {"training.epochs", "training.lr", "training.min_lr", "training.warmup_epochs",
                                      "training.weight_decay", "training.weight_decay_end", "training.momentum_teacher",
                                      "training.clip_grad", "training.freeze_last_layer", "training.batch_size_per_rank",
-                                     "data.shard_dir", "gpu.attention", "gpu.bias_grad", "gpu.gelu", "gpu.gemm_tune"};
+                                     "data.shard_dir", "gpu.attention", "gpu.bias_grad", "gpu.gelu", "gpu.gemm_tune",
+                                     "gpu.arch"};
   int n[3] = {0, 0, 0};
   for (int i = 0; i < cfg_nkeys; i++) {
     const struct cfg_key *k = &cfg_keys[i];
@@ -409,7 +414,7 @@ static void test_restart_policy(void) {
     T_CHECK(k->restart == want, "%s: restart policy %d, want %d", gk, (int)k->restart, (int)want);
     n[k->restart]++;
   }
-  T_CHECK(n[CFG_RESTART_EQUAL] == 16 && n[CFG_RESTART_WARN] == 15, "%d EQUAL, %d WARN", n[CFG_RESTART_EQUAL],
+  T_CHECK(n[CFG_RESTART_EQUAL] == 16 && n[CFG_RESTART_WARN] == 16, "%d EQUAL, %d WARN", n[CFG_RESTART_EQUAL],
           n[CFG_RESTART_WARN]);
 }
 
@@ -447,14 +452,14 @@ static void test_parse_echo(void) {
   T_CHECK(p != NULL, "no sampler line in the echo");
   if (p) memcpy(p, "  gone_key", 10); /* "  gone_key= 'uniform'": a key this version does not know */
   p = strstr(old, "precision = 'auto'");
-  if (p) memcpy(p, "precision = 'fp16'", 18);
+  if (p) memcpy(p, "precision = 'tf32'", 18);
   strcat(old, "\n&gone_group x = 1 /\n");
   config_parse_echo("ckpt.h5", old, &b, had, bad);
   const int is = config_key_index(config_key("training", "sampler"));
   const int ip = config_key_index(config_key("training", "precision"));
   const int il = config_key_index(config_key("training", "lr"));
   T_CHECK(had[is] == CFG_HAD_NOT, "a key the older run did not have: %d", had[is]);
-  T_CHECK(had[ip] == CFG_HAD_BAD && !strcmp(bad[ip], "'fp16'"), "a refused value: %d [%s]", had[ip], bad[ip]);
+  T_CHECK(had[ip] == CFG_HAD_BAD && !strcmp(bad[ip], "'tf32'"), "a refused value: %d [%s]", had[ip], bad[ip]);
   T_CHECK(had[il] == CFG_HAD_VALUE && b.training.lr == 0.04, "the other keys are read: %d %g", had[il], b.training.lr);
   free(echo);
   /* Field comparison: lists by count and elements, strings up to their end. */
