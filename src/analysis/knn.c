@@ -387,6 +387,7 @@ static void rows_deliver(struct knn_rows *rows, int owner, int64_t b0, int64_t n
   const int rank = comm_rank(), keep = rows->keep;
   const size_t nk = (size_t)rows->nk, n_nb = (size_t)nb * (size_t)keep;
   if (rank != owner && rank != 0) return;
+  SCD_ASSERT(rank != 0 || keep == 0 || (rows->nb && rows->nb_sim));
   if (nb * (int64_t)(nk > (size_t)keep ? nk : (size_t)keep) > INT32_MAX)
     scd_fatal(SCD_EXIT_INPUT, "kNN: a block of %" PRId64 " test rows is too large to send; lower knn.block_rows or "
               "knn.keep_neighbours", nb);

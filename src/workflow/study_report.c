@@ -89,7 +89,7 @@ void study_summary_print(const struct study_summary *s, FILE *f) {
   fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2); the baselines see the same channels:\n");
   /* Columns as wide as their widest entry: run names, channel lists, the varied keys' values,
    * feature-set headings. */
-  int wname = 3, wch = 8, wcol[3] = {15, 15, 15}, wvary[CFG_MAX_KEYS];
+  int wname = 3, wch = 8, wcol[3] = {15, 15, 15}, wvary[CFG_MAX_KEYS] = {0};
   char head[3][64];
   for (int v = 0; v < s->nvary; v++) wvary[v] = (int)strlen(cfg_keys[s->vary[v]].name);
   for (int i = 0; i < s->nsets; i++) {
