@@ -109,17 +109,20 @@ int pipeline_beats_baselines(const struct pipeline_summary *s) {
   return best_top1(s, 0, &kt) - s->top1[b][kb] > 2 * std_error(s->top1[b][kb], s->n_test);
 }
 
-/* text as lines of at most 100 columns, each after indent spaces. */
-static void print_wrapped(FILE *f, int indent, const char *text) {
+/* text as lines of at most 100 columns after indent spaces, the first one after lead too (the
+ * others after as many spaces). */
+static void print_wrapped(FILE *f, int indent, const char *lead, const char *text) {
   const char *p = text;
-  while (*p) {
+  for (int first = 1; *p; first = 0) {
+    const int in = indent + (int)strlen(lead);
     const char *end = p, *cut = NULL;
-    while (*end && end - p < 100 - indent) {
+    while (*end && end - p < 100 - in) {
       if (*end == ' ') cut = end;
       end++;
     }
     if (!*end || !cut) cut = end;
-    fprintf(f, "%*s%.*s\n", indent, "", (int)(cut - p), p);
+    fprintf(f, "%*s%s%.*s\n", indent, "", first ? lead : "", (int)(cut - p), p);
+    if (first) indent = in;
     p = *cut == ' ' ? cut + 1 : cut;
   }
 }
@@ -141,7 +144,7 @@ static void print_verdict(const struct pipeline_summary *s, FILE *f) {
              "against %.2f %% (%s, k=%lld), more than two standard errors (%.2f points each on %lld test rows).",
              t, s->k[kt], s->top1[b][kb], bname, s->k[kb], se, s->n_test);
     fputc('\n', f);
-    print_wrapped(f, 2, text);
+    print_wrapped(f, 2, "", text);
     return;
   }
   snprintf(text, sizeof text, "WARNING: the trained network did not learn more than the baselines: its best Top-1, "
@@ -149,17 +152,18 @@ static void print_verdict(const struct pipeline_summary *s, FILE *f) {
            "errors (%.2f points each on %lld test rows). Likely causes:", t, s->k[kt], s->top1[b][kb], bname,
            s->k[kb], se, s->n_test);
   fputc('\n', f);
-  print_wrapped(f, 2, text);
+  print_wrapped(f, 2, "", text);
   const int mask = train_diag_failure(s->final_loss, s->diag[0], s->diag[1], s->out_dim);
   if (mask & TRAIN_DIAG_UNIFORM) {
-    fprintf(f, "    - the teacher's outputs stayed uniform (entropy %.3f of ln out_dim = %.3f in the last epoch):\n",
-            s->diag[0], log((double)s->out_dim));
-    print_wrapped(f, 6, train_diag_cure(TRAIN_DIAG_UNIFORM));
+    snprintf(text, sizeof text, "the teacher's outputs stayed nearly uniform (entropy %.3f of ln out_dim = %.3f, "
+             "loss %.3f in the last epoch): %s", s->diag[0], log((double)s->out_dim), s->final_loss,
+             train_diag_cure(TRAIN_DIAG_UNIFORM));
+    print_wrapped(f, 4, "- ", text);
   }
   if (mask & TRAIN_DIAG_ONE_PROTOTYPE) {
-    fprintf(f, "    - the teacher's outputs collapsed to one prototype (batch-mean entropy %.3f in the last epoch):\n",
-            s->diag[1]);
-    print_wrapped(f, 6, train_diag_cure(TRAIN_DIAG_ONE_PROTOTYPE));
+    snprintf(text, sizeof text, "the teacher's outputs collapsed to one prototype (batch-mean entropy %.3f in the "
+             "last epoch): %s", s->diag[1], train_diag_cure(TRAIN_DIAG_ONE_PROTOTYPE));
+    print_wrapped(f, 4, "- ", text);
   }
   fprintf(f, "    - too short a training for this model and data (more epochs; see the loss in log.txt)\n"
           "    - augmentations or a min-max scaling that remove what tells the classes apart, or channels that\n"

@@ -10,7 +10,8 @@
 #include "train/train_priv.h"
 
 /* The thresholds (doc/algorithm.md §4.5 gives the reasoning). */
-#define DIAG_UNIFORM_FRAC 0.9   /* uniform: teacher entropy and loss both above this share of ln K */
+#define DIAG_UNIFORM_LOSS 0.9   /* uniform: the loss above this share of ln K ... */
+#define DIAG_UNIFORM_ENTROPY 0.8 /* ... and the teacher entropy above this share */
 #define DIAG_COLLAPSE_FRAC 0.1  /* one prototype: batch-mean entropy below this share of ln K ... */
 #define DIAG_COLLAPSE_MIN 0.5   /* ... or below this many nats, whichever is larger */
 #define DIAG_GRACE_EPOCHS 2     /* epochs before any warning (and warmup_teacher_temp_epochs) */
@@ -22,7 +23,7 @@ double train_diag_collapse_threshold(long long out_dim) {
 int train_diag_failure(double loss, double entropy, double batch_entropy, long long out_dim) {
   const double ln_k = log((double)out_dim);
   int mask = 0;
-  if (entropy > DIAG_UNIFORM_FRAC * ln_k && loss > DIAG_UNIFORM_FRAC * ln_k) mask |= TRAIN_DIAG_UNIFORM;
+  if (loss > DIAG_UNIFORM_LOSS * ln_k && entropy > DIAG_UNIFORM_ENTROPY * ln_k) mask |= TRAIN_DIAG_UNIFORM;
   if (batch_entropy < train_diag_collapse_threshold(out_dim)) mask |= TRAIN_DIAG_ONE_PROTOTYPE;
   return mask;
 }
@@ -56,8 +57,8 @@ void train_diag_epoch(struct trainer *t, int64_t epoch, double loss, struct trai
   /* Said the first epoch it holds, and again at the last epoch if it still does. */
   const int say = epoch + 1 == t->epochs ? mask : mask & ~t->diag_warned;
   if (say & TRAIN_DIAG_UNIFORM)
-    log_warn("epoch %lld: the teacher's outputs are uniform (teacher entropy %.3f and loss %.3f, ln out_dim = "
-             "%.3f): the network learns nothing; %s", (long long)epoch, d->entropy, loss, d->ln_k,
+    log_warn("epoch %lld: the teacher's outputs are nearly uniform (teacher entropy %.3f and loss %.3f, ln out_dim "
+             "= %.3f): the network learns nothing; %s", (long long)epoch, d->entropy, loss, d->ln_k,
              train_diag_cure(TRAIN_DIAG_UNIFORM));
   if (say & TRAIN_DIAG_ONE_PROTOTYPE)
     log_warn("epoch %lld: the teacher's outputs collapsed to one prototype (entropy of the batch-mean target "
