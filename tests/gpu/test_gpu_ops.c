@@ -513,6 +513,30 @@ static void check_dino_loss(int B, int ns, int nt, int K) {
   free(s), free(t), free(c), free(gs), free(gsr), free(ts), free(tsr), free(c2);
 }
 
+/* The teacher targets' diagnostics: the column sums of Q and the sum of the rows' entropies (fp32
+ * sums in another order than the CPU's); logits scaled so that many targets underflow to 0.  The
+ * entropy is compared on the scale of its range, rows x ln K (near 0, as with sharp targets, its
+ * rounding is that of log(sum of exp) in fp32: relative to 0 it means nothing). */
+static void check_dino_stats(int rows, int K, float scale) {
+  char nm[128];
+  const size_t n = (size_t)rows * K;
+  float *t = gpu_randn(&R, n, scale), *c = gpu_randn(&R, K, 0.5f);
+  void *dtd = gpu_act_up(g, t, n);
+  float *st = gpu_zeros(K + 1), *str = gpu_zeros(K + 1);
+  for (int k = 0; k <= K; k++) st[k] = NAN; /* an element left unwritten fails */
+  float *dc = gpu_f32_up(g, c, K), *dst = gpu_f32_up(g, st, K + 1);
+  g->dino_stats(dst, dtd, dc, rows, K, 0.04f);
+  cpu->dino_stats(str, t, c, rows, K, 0.04f);
+  gpu_f32_down(g, st, dst, K + 1);
+  gpu_cmp(NAME(nm, "%s dino_stats rows=%d K=%d x%g: column sums of Q", tag, rows, K, scale), st, str, K, 1e-5);
+  const double herr = fabs((double)st[K] - str[K]) / (rows * log((double)K));
+  if (t_verbose) printf("  %s dino_stats rows=%d K=%d x%g: entropy %.9g vs %.9g\n", tag, rows, K, scale, st[K], str[K]);
+  T_CHECK(herr <= 1e-6, "%s dino_stats rows=%d K=%d x%g: entropy %.9g, CPU %.9g: error %.3e of rows x ln K", tag,
+          rows, K, (double)scale, st[K], str[K], herr);
+  g->free(dtd), g->free(dc), g->free(dst);
+  free(t), free(c), free(st), free(str);
+}
+
 static void check_optimizer(void) {
   char nm[128];
   /* a flat buffer with tensors of assorted sizes (one larger than a chunk), gaps between them */
@@ -735,6 +759,10 @@ static void run_all(const char *precision) {
   check_dino_loss(2, 10, 2, 65536); /* 8 splits */
   check_dino_loss(2, 3, 2, 16392);  /* 3 splits, the last one 8 columns wide */
   check_dino_loss(1, 3, 3, 20001);  /* one element at a time (K odd), a ragged last split */
+  check_dino_stats(6, 1000, 3.0f);   /* one split, 16-byte accesses */
+  check_dino_stats(4, 65536, 3.0f);  /* 8 splits */
+  check_dino_stats(9, 20001, 0.3f);  /* one element at a time, a ragged last split; near-uniform */
+  check_dino_stats(4, 16392, 40.0f); /* most targets 0 */
   check_optimizer();
   check_adamw_copies();
 }
