@@ -535,6 +535,11 @@ static void o_dino_loss(float *loss, void *ds, float *tsum, const void *student,
   PROF(P_OTHER, k_dino_loss<T>(loss, (T *)ds, tsum, (const T *)student, (const T *)teacher, center,
                                B, ns, nt, K, student_temp, teacher_temp, grad_scale));
 }
+template <typename T>
+static void o_dino_stats(float *stats, const void *teacher, const float *center, int rows, int K,
+                         float teacher_temp) {
+  PROF(P_OTHER, k_dino_stats<T>(stats, (const T *)teacher, center, rows, K, teacher_temp));
+}
 static void o_center_update(float *center, const float *tsum, int K, float count, double m) {
   PROF(P_OTHER, k_center_update(center, tsum, K, count, m));
 }
@@ -641,6 +646,7 @@ template <typename T> static void fill_ops(struct ops *o, const char *name, cons
   o->residual_bwd = o_res_bwd<T>;
   o->dino_loss = o_dino_loss<T>;
   o->center_update = o_center_update;
+  o->dino_stats = o_dino_stats<T>;
   o->seg_norms = o_seg_norms;
   o->seg_sumsq = o_seg_sumsq;
   o->seg_scale = o_seg_scale;

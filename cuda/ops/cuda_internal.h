@@ -363,6 +363,9 @@ template <typename T>
 void k_dino_loss(float *loss, T *ds, float *tsum, const T *student, const T *teacher,
                  const float *center, int B, int ns, int nt, int K, float student_temp,
                  float teacher_temp, float grad_scale);
+template <typename T>
+void k_dino_stats(float *stats, const T *teacher, const float *center, int rows, int K,
+                  float teacher_temp);
 
 /* optim.cu */
 void k_seg_norms(double *norms_host, const float *buf, const struct ops_seg *segs, int nseg);

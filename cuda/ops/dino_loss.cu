@@ -13,7 +13,9 @@
  *       terms against every teacher crop but its own, and the gradient
  *         ds = (1 / (n B T_s)) (softmax(s / T_s) sum_{i != v} sum_k Q_ik - sum_{i != v} Q_i);
  *   (4) loss_total: the splits' terms added in double in a fixed tree.
- * Every combination has a fixed order, so the result is the same at every run. */
+ * Every combination has a fixed order, so the result is the same at every run.
+ * The diagnostics (k_dino_stats) form the same Q with each split's sum of -Q log Q, then add the
+ * splits' entropies with loss_total and the columns of Q with k_colsum. */
 #include "build_config.h"
 
 #include <math.h>
@@ -263,3 +265,68 @@ template void k_dino_loss<bf16>(float *, bf16 *, float *, const bf16 *, const bf
                                 int, int, int, int, float, float, float);
 template void k_dino_loss<f16>(float *, f16 *, float *, const f16 *, const f16 *, const float *, int,
                                int, int, int, float, float, float);
+
+/* Q as teacher_probs_kernel forms it, and each split's sum of -Q log Q with log Q = y - log(sum),
+ * y = z - max (finite where Q underflows to 0). */
+template <typename T, int V>
+__global__ void __launch_bounds__(LTHREADS)
+    teacher_entropy_kernel(float *q, float *hpart, const float2 *part, const T *t,
+                           const float *center, int K, float tt) {
+  __shared__ float red[LTHREADS / 32];
+  const int S = gridDim.x, j = blockIdx.x;
+  const size_t r = blockIdx.y;
+  const int k0 = j * LCHUNK, k1 = min(K, k0 + LCHUNK);
+  float mx, sum;
+  row_lse(mx, sum, part, r, S);
+  const float inv = 1.0f / sum, lsum = logf(sum);
+  const T *tr = t + r * K;
+  float *qr = q + r * K;
+  float h = 0.0f;
+  for (int k = k0 + (int)threadIdx.x * V; k < k1; k += LTHREADS * V) {
+    float z[V], c[V];
+    ld_row<T, V>(z, tr + k);
+    ld_f32<V>(c, center + k);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+      const float y = (z[i] - c[i]) / tt - mx;
+      z[i] = expf(y) * inv;
+      h -= z[i] * (y - lsum);
+    }
+    st_f32<V>(qr + k, z);
+  }
+  h = block_sum(h, red);
+  if (threadIdx.x == 0) hpart[r * S + j] = h;
+}
+
+template <typename T, int V>
+static void dino_stats_run(float *stats, const T *teacher, const float *center, int rows, int K,
+                           float teacher_temp) {
+  const int S = (K + LCHUNK - 1) / LCHUNK;
+  SCD_ASSERT(rows <= 65535);
+  float *q = (float *)cu_scratch(SLOT_LOSS_Q, (size_t)rows * K * sizeof(float));
+  float2 *part = (float2 *)cu_scratch(SLOT_LOSS_ROWS, (size_t)3 * rows * S * sizeof(float));
+  float *hpart = (float *)(part + (size_t)rows * S);
+  row_stats_kernel<T, V><<<dim3(S, rows), LTHREADS, 0, cu.stream>>>(part, teacher, center, K,
+                                                                     teacher_temp);
+  CHECK_LAUNCH();
+  teacher_entropy_kernel<T, V><<<dim3(S, rows), LTHREADS, 0, cu.stream>>>(q, hpart, part, teacher,
+                                                                           center, K, teacher_temp);
+  CHECK_LAUNCH();
+  loss_total_kernel<<<1, LTHREADS, 0, cu.stream>>>(stats + K, hpart, rows * S, 1.0);
+  CHECK_LAUNCH();
+  k_colsum<float>(stats, q, rows, K, (size_t)K, 0);
+}
+
+template <typename T>
+void k_dino_stats(float *stats, const T *teacher, const float *center, int rows, int K,
+                  float teacher_temp) {
+  SCD_ASSERT(rows >= 1 && K >= 1);
+  if (K % 8 == 0 && aligned16(teacher, center, teacher))
+    dino_stats_run<T, vec16<T>::N>(stats, teacher, center, rows, K, teacher_temp);
+  else
+    dino_stats_run<T, 1>(stats, teacher, center, rows, K, teacher_temp);
+}
+
+template void k_dino_stats<float>(float *, const float *, const float *, int, int, float);
+template void k_dino_stats<bf16>(float *, const bf16 *, const float *, int, int, float);
+template void k_dino_stats<f16>(float *, const f16 *, const float *, int, int, float);

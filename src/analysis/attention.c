@@ -1,4 +1,4 @@
-/* attention.c - calculation='attention': choice of images, CLS-to-patch attention of the last block
+/* attention.c - calculation='attention': choice of images (named, or drawn per class), CLS-to-patch attention of the last block
  * at two image sizes, gathered on rank 0 and written as attention.h5 and PNG images. */
 #include "build_config.h"
 
@@ -62,6 +62,60 @@ static int64_t *choose_images(const struct config *cfg, const struct dataset *ds
   if (n < 1)
     scd_fatal(SCD_EXIT_INPUT, "attention: the validation split of %s is empty (data.train_fraction = %g)",
               cfg->data.shard_dir, cfg->data.train_fraction);
+  *n_out = n;
+  return out;
+}
+
+/* Whether rel names the image whose stored path is path: the whole path, or its trailing part from
+ * a '/' on ('img3.tif' or 'donor1/img3.tif' for 'donor1/celltypeA/img3.tif'). */
+static int path_matches(const char *path, const char *rel) {
+  const size_t n = strlen(path), m = strlen(rel);
+  return m <= n && strcmp(path + n - m, rel) == 0 && (m == n || path[n - m - 1] == '/');
+}
+
+/* The images &attention images names, in its order: each a path (whole or its trailing part) as
+ * prepare stored it, or a 0-based index; from the whole shard set, either split.  Rank 0 looks
+ * them up (one pass over the stored paths) and tells the others. */
+static int64_t *named_images(const struct config *cfg, struct dataset *ds, int64_t *n_out) {
+  const int n = cfg->attention.n_images;
+  int64_t *out = xmalloc(MUL_SIZE((size_t)n, sizeof *out));
+  if (comm_rank() == 0) {
+    const int64_t total = dataset_count(ds);
+    int64_t *hits = xcalloc((size_t)n, sizeof *hits);
+    for (int e = 0; e < n; e++) out[e] = -1;
+    char rel[4096] = "";
+    for (int64_t i = 0; i < total; i++) {
+      dataset_relpath(ds, i, rel, sizeof rel);
+      for (int e = 0; e < n; e++)
+        if (path_matches(rel, cfg->attention.images[e]) && hits[e]++ == 0) out[e] = i;
+    }
+    for (int e = 0; e < n; e++) {
+      const char *name = cfg->attention.images[e];
+      const int digits = name[0] && strspn(name, "0123456789") == strlen(name);
+      if (digits && hits[e])
+        scd_fatal(SCD_EXIT_INPUT, "attention.images entry %d ('%s') is both an index and the path of image %" PRId64
+                  " in %s: write the path with its folder", e + 1, name, out[e], cfg->data.shard_dir);
+      if (digits) {
+        const int64_t v = strtoll(name, NULL, 10);
+        if (strlen(name) > 18 || v >= total)
+          scd_fatal(SCD_EXIT_INPUT, "attention.images entry %d ('%s'): %s holds %" PRId64 " images (indices 0 to %" PRId64
+                    ")", e + 1, name, cfg->data.shard_dir, total, total - 1);
+        out[e] = v;
+      } else if (hits[e] == 0) {
+        scd_fatal(SCD_EXIT_INPUT, "attention.images entry %d ('%s') is no image of %s (a path as prepare stored it, "
+                  "relative to the TIFF folder, e.g. '%s', or its trailing part)", e + 1, name, cfg->data.shard_dir, rel);
+      } else if (hits[e] > 1) {
+        scd_fatal(SCD_EXIT_INPUT, "attention.images entry %d ('%s') names %" PRId64 " images of %s: give more of the "
+                  "path", e + 1, name, hits[e], cfg->data.shard_dir);
+      }
+      for (int f = 0; f < e; f++)
+        if (out[f] == out[e])
+          scd_fatal(SCD_EXIT_INPUT, "attention.images entries %d ('%s') and %d ('%s') name the same image", f + 1,
+                    cfg->attention.images[f], e + 1, name);
+    }
+    free(hits);
+  }
+  comm_bcast(out, (size_t)n * sizeof *out, 0);
   *n_out = n;
   return out;
 }
@@ -203,10 +257,16 @@ int attention_run(const struct config *cfg) {
   features_net_load(&net, dev, &d, &emb, ckpt, cfg->features.checkpoint_key);
 
   int64_t n;
-  int64_t *idx = choose_images(cfg, ds, &n);
+  const int named = cfg->attention.n_images > 0;
+  int64_t *idx = named ? named_images(cfg, ds, &n) : choose_images(cfg, ds, &n);
   if (comm_rank() == 0) attention_claim_outputs(cfg->control.run_dir, ds, d.heads, idx, n, sz, nsizes);
-  log_info("attention: %s network of %s (epoch %" PRId64 "), %" PRId64 " image(s) (%ld per class), %d head(s)",
-           net.key, ckpt, epoch, n, cfg->attention.images_per_class, d.heads);
+  char how[64];
+  if (named)
+    snprintf(how, sizeof how, "named by attention.images");
+  else
+    snprintf(how, sizeof how, "%ld per class", cfg->attention.images_per_class);
+  log_info("attention: %s network of %s (epoch %" PRId64 "), %" PRId64 " image(s) (%s), %d head(s)", net.key, ckpt,
+           epoch, n, how, d.heads);
   for (int s = 0; s < nsizes; s++) {
     compute_size(&net, ds, idx, n, &sz[s]);
     log_info("attention: size %d: %dx%d input, %dx%d patches", sz[s].size, sz[s].h, sz[s].w, sz[s].gh, sz[s].gw);

@@ -158,7 +158,7 @@ void features_bilinear(const double *src, int W, int top, int left, const int *i
 
 int features_prep_image(const struct features_prep *p, const void *raw, float *dst, double *work) {
   const size_t hw = (size_t)p->H * p->W, ohw = (size_t)p->oh * p->ow;
-  double lo[FEATURES_MAX_CHANNELS], range[FEATURES_MAX_CHANNELS];
+  double lo[FEATURES_MAX_CHANNELS] = {0}, range[FEATURES_MAX_CHANNELS] = {0};
   const int result = features_prep_minmax(p, raw, lo, range);
   if (result == FEATURES_PREP_NONFINITE) {
     memset(dst, 0, (size_t)p->nsel * ohw * sizeof *dst);

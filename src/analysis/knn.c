@@ -127,9 +127,11 @@ static int64_t block_rows_for(int64_t n_ref_max, int gpu) {
   return rows < 1 ? 1 : rows;
 }
 
-/* n_ref_max: the most reference rows any rank holds (the block size must agree over the ranks). */
-static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64_t n_ref_max, int64_t pos0, int d,
-                        int kmax) {
+/* n_ref_max: the most reference rows any rank holds (the block size must agree over the ranks);
+ * n_query: the query rows, the most a block ever holds (a few reference rows per rank would
+ * otherwise size the GPU's buffers for millions of query rows). */
+static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64_t n_ref_max, int64_t n_query,
+                        int64_t pos0, int d, int kmax) {
   memset(e, 0, sizeof *e);
   e->ref = ref;
   e->n_ref = n_ref;
@@ -142,6 +144,7 @@ static void engine_open(struct engine *e, const float *ref, int64_t n_ref, int64
              knn_dev->knn->max_k);
   e->sim_bytes = sim_bytes_for(gpu);
   e->block_rows = block_rows_for(n_ref_max, gpu);
+  if (e->block_rows > n_query) e->block_rows = n_query > 0 ? n_query : 1;
   if (gpu && n_ref > 0) e->gpu = knn_gpu_create(knn_dev, ref, n_ref, d, kmax, e->block_rows);
 }
 
@@ -272,8 +275,8 @@ void knn_accumulate(struct knn_result *r, const float *train, const int32_t *tra
   SCD_ASSERT(d > 0 && r->n_train <= INT32_MAX);
   const int kmax = (int)kmax_of(r);
   struct engine e;
-  engine_open(&e, train, r->n_train, r->n_train, 0, d, kmax);
-  const int64_t block = e.block_rows < n_test ? e.block_rows : n_test;
+  engine_open(&e, train, r->n_train, r->n_train, n_test, 0, d, kmax);
+  const int64_t block = e.block_rows;
   struct knn_nb *lists = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)kmax), sizeof *lists));
   struct progress pg;
   char label[160];
@@ -384,6 +387,7 @@ static void rows_deliver(struct knn_rows *rows, int owner, int64_t b0, int64_t n
   const int rank = comm_rank(), keep = rows->keep;
   const size_t nk = (size_t)rows->nk, n_nb = (size_t)nb * (size_t)keep;
   if (rank != owner && rank != 0) return;
+  SCD_ASSERT(rank != 0 || keep == 0 || (rows->nb && rows->nb_sim));
   if (nb * (int64_t)(nk > (size_t)keep ? nk : (size_t)keep) > INT32_MAX)
     scd_fatal(SCD_EXIT_INPUT, "kNN: a block of %" PRId64 " test rows is too large to send; lower knn.block_rows or "
               "knn.keep_neighbours", nb);
@@ -438,8 +442,8 @@ void knn_evaluate_rows(const struct knn_source *src, const int32_t *labels, int 
   source_rows(src, train_rows + lo, hi - lo, ref);
   const int kmax = (int)kmax_of(r);
   struct engine e;
-  engine_open(&e, ref, hi - lo, share_max, lo, d, kmax);
-  const int64_t block = e.block_rows < n_test ? e.block_rows : (n_test > 0 ? n_test : 1);
+  engine_open(&e, ref, hi - lo, share_max, n_test, lo, d, kmax);
+  const int64_t block = e.block_rows;
   float *test = xmalloc(MUL_SIZE(MUL_SIZE((size_t)block, (size_t)d), sizeof(float)));
   if ((size_t)block * (size_t)d > INT32_MAX)
     scd_fatal(SCD_EXIT_INPUT, "kNN: a block of %" PRId64 " test rows of %d features is too large to broadcast; lower "

@@ -138,6 +138,10 @@ static void c_dino_loss(float *loss, void *ds, float *tsum, const void *student,
     for (size_t i = 0; i < n; i++) d[i] *= grad_scale;
   }
 }
+static void c_dino_stats(float *stats, const void *teacher, const float *center, int rows, int K,
+                         float teacher_temp) {
+  TIMED(other_s, kern_dino_stats_f32(stats, teacher, center, rows, K, teacher_temp));
+}
 static void c_center_update(float *center, const float *tsum, int K, float count, double m) {
   TIMED(other_s, cpu_center_update(center, tsum, K, count, m));
 }
@@ -199,6 +203,7 @@ static const struct ops cpu_ops = {
     .residual_bwd = c_res_bwd,
     .dino_loss = c_dino_loss,
     .center_update = c_center_update,
+    .dino_stats = c_dino_stats,
     .seg_norms = c_seg_norms,
     .seg_sumsq = c_seg_sumsq,
     .seg_scale = c_seg_scale,

@@ -43,7 +43,8 @@
   void kern_weightnorm_bwd_##S(R *dg, R *dv, const R *dw, const R *g, const R *v, const R *vnorm, \
                                int K, int D);                                                     \
   void kern_dino_loss_##S(R *loss, R *ds, R *tsum, const R *s, const R *t, const R *center, int B, \
-                          int ns, int nt, int K, R student_temp, R teacher_temp);
+                          int ns, int nt, int K, R student_temp, R teacher_temp);          \
+  void kern_dino_stats_##S(R *stats, const R *t, const R *center, int rows, int K, R teacher_temp);
 
 KERN_DECLARE(float, f32)
 KERN_DECLARE(double, f64)

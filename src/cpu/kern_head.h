@@ -1,4 +1,5 @@
-/* kern_head.h - template of the CPU head and loss kernels: L2 normalisation, weight norm, DINO loss.
+/* kern_head.h - template of the CPU head and loss kernels: L2 normalisation, weight norm, DINO loss
+ * and its teacher-target statistics.
  *
  * Included by kern_f32.c / kern_f64.c (see kern_dense.h for the macros). */
 
@@ -148,4 +149,36 @@ void KN(kern_dino_loss)(R *loss, R *ds, R *tsum, const R *s, const R *t, const R
       for (int c = c0; c < c1; c++) acc[c - c0] += t[r * K + c];
     for (int c = c0; c < c1; c++) tsum[c] = (R)acc[c - c0];
   }
+}
+
+/* The teacher targets Q formed as in kern_dino_loss (the same bits), then each row's entropy from
+ * log Q = z - max - log(sum) (exact where Q underflows to 0), and the column sums of Q. */
+void KN(kern_dino_stats)(R *stats, const R *t, const R *center, int rows, int K, R teacher_temp) {
+  R *q = (R *)cpu_scratch(0, MUL_SIZE((size_t)rows * sizeof(R), (size_t)K));
+  double *ent = (double *)cpu_scratch(1, (size_t)rows * sizeof(double));
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++) {
+    const R *tr = t + (size_t)r * K;
+    R *qr = q + (size_t)r * K;
+    R mx = (tr[0] - center[0]) / teacher_temp;
+    for (int k = 0; k < K; k++) {
+      qr[k] = (tr[k] - center[k]) / teacher_temp;
+      if (qr[k] > mx) mx = qr[k];
+    }
+    double sum = 0;
+    for (int k = 0; k < K; k++) sum += KEXP(qr[k] - mx);
+    const double lsum = log(sum);
+    double h = 0;
+    for (int k = 0; k < K; k++) {
+      const R z = qr[k] - mx, e = KEXP(z);
+      qr[k] = (R)(e / sum);
+      h -= (double)qr[k] * ((double)z - lsum);
+    }
+    ent[r] = h;
+  }
+  double h = 0;
+  for (int r = 0; r < rows; r++) h += ent[r];
+  stats[K] = (R)h;
+  for (int k = 0; k < K; k++) stats[k] = 0;
+  colsum_add(stats, q, rows, K, (size_t)K);
 }

@@ -119,8 +119,10 @@ static void open_shards(struct dataset *ds, hid_t f) {
   h5util_need(NULL, mf, h5util_dset_read_strs(f, "class_names", SHARDS_MAX_CLASSES, &ds->class_names, &ncls));
   ds->nclasses = (int)ncls; /* 0: an unlabelled set */
   int64_t nmeta = 0;
-  if (!h5util_optional(NULL, mf, h5util_dset_read_strs(f, "metadata_columns", SHARDS_MAX_META, &ds->meta_names, &nmeta)))
+  if (!h5util_optional(NULL, mf, h5util_dset_read_strs(f, "metadata_columns", SHARDS_MAX_META, &ds->meta_names, &nmeta))) {
     ds->meta_names = NULL;
+    nmeta = 0;
+  }
   ds->nmeta = (int)nmeta;
   for (int m = 0; m < ds->nmeta; m++)
     if (!ds->meta_names[m][0] || strchr(ds->meta_names[m], '/'))

@@ -157,10 +157,11 @@ static void check_memory(const struct linear_job *j) {
 /* Collective: the features of a side's rows, computed over the ranks with prep; rank 0 keeps those of
  * the images that could be prepared (the others are named once and left out). */
 static void side_features(struct linear_job *j, struct side *s, const struct features_prep *prep, const char *what) {
-  int8_t *status = j->root ? xmalloc((size_t)s->n + 1) : NULL;
+  const int root = j->root;
+  int8_t *status = root ? xmalloc((size_t)s->n + 1) : NULL;
   float *x = features_compute(&j->net, prep, s->ds, s->idx, s->n, (int)j->cfg->features.batch_size, 0, NULL,
                               status, what);
-  if (!j->root) return;
+  if (!root || !status) return;
   const size_t F = (size_t)j->F;
   const int first = s->row == NULL;
   if (first) s->row = xmalloc(MUL_SIZE((size_t)s->n + 1, sizeof *s->row));

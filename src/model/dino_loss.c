@@ -1,6 +1,8 @@
-/* dino_loss.c - the DINO loss (cross-entropy of centred, sharpened teacher vs student) and the centre. */
+/* dino_loss.c - the DINO loss (cross-entropy of centred, sharpened teacher vs student), the centre,
+ * and the teacher targets' diagnostics. */
 #include "build_config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,8 @@ void dino_loss_init(struct dino_loss *l, const struct ops *ops, int K, int ncrop
   l->center = ops->alloc((size_t)K * sizeof(float));
   l->tsum = ops->alloc((size_t)K * sizeof(float));
   l->loss_dev = ops->alloc(sizeof(float));
+  l->stats = ops->alloc(((size_t)K + 1) * sizeof(float));
+  l->stats_host = xcalloc((size_t)K + 1, sizeof(float));
 }
 
 void dino_loss_free(struct dino_loss *l) {
@@ -33,6 +37,8 @@ void dino_loss_free(struct dino_loss *l) {
   l->ops->free(l->center);
   l->ops->free(l->tsum);
   l->ops->free(l->loss_dev);
+  l->ops->free(l->stats);
+  free(l->stats_host);
   free(l->teacher_temp);
   memset(l, 0, sizeof *l);
 }
@@ -62,4 +68,34 @@ void dino_loss_update_center(struct dino_loss *l, int B, int world, dino_allredu
   l->ops->center_update(l->center, l->tsum, l->K, (float)((double)l->nteacher * B * world),
                         l->center_momentum);
   l->have_tsum = 0;
+}
+
+void dino_loss_stats(struct dino_loss *l, const void *teacher, int B, int64_t epoch) {
+  l->ops->dino_stats(l->stats, teacher, l->center, l->nteacher * B, l->K,
+                     (float)dino_loss_teacher_temp(l, epoch));
+}
+
+void dino_loss_stats_reduce(struct dino_loss *l, int64_t rows, dino_allreduce_fn allreduce, void *ctx,
+                            struct dino_stats *out) {
+  const size_t n = (size_t)l->K + 1;
+  if (allreduce) allreduce(l->stats, n, ctx);
+  l->ops->download(l->stats_host, l->stats, n * sizeof(float));
+  const float *s = l->stats_host;
+  out->entropy = rows > 0 ? (double)s[l->K] / (double)rows : NAN;
+  /* The batch mean: the column sums over their total (rows, up to rounding). */
+  double total = 0, h = 0;
+  for (int k = 0; k < l->K; k++) total += s[k];
+  for (int k = 0; k < l->K; k++)
+    if (s[k] > 0) {
+      const double p = s[k] / total;
+      h -= p * log(p);
+    }
+  out->batch_entropy = total > 0 ? h : NAN;
+}
+
+double dino_loss_center_norm(const struct dino_loss *l) {
+  const struct ops_seg seg = {0, (size_t)l->K};
+  double norm = 0;
+  l->ops->seg_norms(&norm, l->center, &seg, 1);
+  return norm;
 }

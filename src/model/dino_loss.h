@@ -2,7 +2,9 @@
  *
  * The centre lives in device memory ([1, K], zero at the start, saved in checkpoints).  One step:
  *     loss = dino_loss_forward(l, student_logits, teacher_logits, d_student, B, epoch);
+ *     dino_loss_stats(l, teacher_logits, B, epoch);             // diagnostics (optional), then
  *     dino_loss_update_center(l, B, world, allreduce, ctx);   // after the loss, as upstream
+ *     dino_loss_stats_reduce(l, rows, allreduce, ctx, &st);   // the diagnostics of all ranks
  * The module does not depend on MPI: the caller passes the all-reduce as a function. */
 #ifndef SCDINO_DINO_LOSS_H
 #define SCDINO_DINO_LOSS_H
@@ -27,8 +29,16 @@ struct dino_loss {
   float *center;   /* [K], device */
   float *tsum;     /* [K], column sums of the last teacher logits */
   float *loss_dev; /* [1] */
+  float *stats;    /* [K+1], device: ops->dino_stats of the last step's teacher targets */
+  float *stats_host; /* [K+1] */
   int have_tsum;
   const struct loss_scale *ls; /* NULL: none; else d_student is scaled by ls->scale */
+};
+
+/* What the teacher targets Q of a step say about collapse (doc/algorithm.md §4.5), in nats. */
+struct dino_stats {
+  double entropy;       /* mean over the teacher rows of all ranks of H(Q_r) */
+  double batch_entropy; /* H of the mean of Q over those rows */
 };
 
 void dino_loss_init(struct dino_loss *l, const struct ops *ops, int K, int ncrops,
@@ -47,5 +57,16 @@ double dino_loss_forward(struct dino_loss *l, const void *student, const void *t
  * `allreduce` (NULL: one rank). */
 void dino_loss_update_center(struct dino_loss *l, int B, int world, dino_allreduce_fn allreduce,
                              void *ctx);
+/* The sums of the teacher targets of this step (ops->dino_stats: column sums of Q and its rows'
+ * entropies) into l->stats, with the centre the loss used: after dino_loss_forward, before
+ * dino_loss_update_center.  Changes nothing the training uses. */
+void dino_loss_stats(struct dino_loss *l, const void *teacher, int B, int64_t epoch);
+/* l->stats summed over the ranks with allreduce (NULL: one rank) and read back: out gets the mean
+ * entropy and the batch-mean target's entropy over rows, the teacher rows of all ranks.  Every rank
+ * calls it (a rank without images after zeroing l->stats). */
+void dino_loss_stats_reduce(struct dino_loss *l, int64_t rows, dino_allreduce_fn allreduce, void *ctx,
+                            struct dino_stats *out);
+/* ||center||_2. */
+double dino_loss_center_norm(const struct dino_loss *l);
 
 #endif

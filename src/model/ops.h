@@ -208,6 +208,12 @@ struct ops {
   /* center = center * m + (tsum / count) * (1 - m), as upstream's update_center (m and 1-m
    * rounded to fp32 from double, like PyTorch's Python scalars). */
   void (*center_update)(float *center, const float *tsum, int K, float count, double m);
+  /* Diagnostics of the teacher targets (doc/algorithm.md §4.5): with Q_r = softmax((t_r - center) /
+   * teacher_temp) for the rows r < rows of teacher [rows, K], as dino_loss forms them,
+   *   stats[k] = sum_r Q_r[k]  (k < K),   stats[K] = sum_r H(Q_r),  H(q) = -sum_k q_k log q_k (nats).
+   * Sums in a fixed order (the same bits at every run); reads its inputs only. */
+  void (*dino_stats)(float *stats, const void *teacher, const float *center, int rows, int K,
+                     float teacher_temp);
 
   /* ---- optimizer --------------------------------------------------------------------------- */
   /* norms_host[i] = ||buf[segs[i]]||_2. */

@@ -233,6 +233,9 @@ static void *build_image(const char *path, const struct ckpt_state *st, struct h
   h5util_attr_write_i64(gx, "steps", st->metrics.steps);
   h5util_attr_write_i64(gx, "images", st->metrics.images);
   h5util_attr_write_f64(gx, "seconds", st->metrics.seconds);
+  h5util_attr_write_f64(gx, "entropy_sum", st->metrics.entropy_sum);
+  h5util_attr_write_f64(gx, "batch_entropy_sum", st->metrics.batch_entropy_sum);
+  h5util_attr_write_f64(gx, "diag_steps", st->metrics.diag_steps);
   CHECK_H5(H5Gclose(gx));
 
   h5util_image_close(fid, &img);

@@ -158,6 +158,8 @@ struct ckpt_metrics {
   int64_t steps;     /* steps of the epoch done */
   int64_t images;    /* images processed in the epoch, all ranks */
   double seconds;    /* wall time spent on the epoch so far */
+  /* collapse diagnostics (doc/algorithm.md §4.5): sums over the steps with images */
+  double entropy_sum, batch_entropy_sum, diag_steps;
 };
 
 /* Everything a checkpoint holds (device buffers are read through m->ops). */

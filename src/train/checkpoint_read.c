@@ -475,6 +475,9 @@ static void read_metrics(hid_t fid, const char *path, struct ckpt_metrics *m) {
   optional(path, h5util_attr_read_i64(g, "steps", &m->steps));
   optional(path, h5util_attr_read_i64(g, "images", &m->images));
   optional(path, h5util_attr_read_f64(g, "seconds", &m->seconds));
+  optional(path, h5util_attr_read_f64(g, "entropy_sum", &m->entropy_sum));
+  optional(path, h5util_attr_read_f64(g, "batch_entropy_sum", &m->batch_entropy_sum));
+  optional(path, h5util_attr_read_f64(g, "diag_steps", &m->diag_steps));
   CHECK_H5(H5Gclose(g));
 }
 

@@ -259,6 +259,11 @@ static void add_metrics(struct trainer *t, const struct step_result *r) {
   m->steps++;
   m->images += r->images;
   m->seconds = wtime() - t->epoch_t0;
+  if (isfinite(r->diag.entropy) && isfinite(r->diag.batch_entropy)) {
+    m->entropy_sum += r->diag.entropy;
+    m->batch_entropy_sum += r->diag.batch_entropy;
+    m->diag_steps += 1;
+  }
   t->win.steps++;
   t->win.images += r->images;
   t->win.comm_s += r->comm_s;

@@ -23,4 +23,14 @@ int train_run(const struct config *cfg);
  * calculation='pipeline' then ends too, with status 0, instead of going on to the features. */
 int train_stopped(void);
 
+/* DINO's two failure modes as an epoch's mean loss and teacher-target entropies show them (nats;
+ * doc/algorithm.md §4.5): uniform targets (the teacher does not sharpen) and a collapse to one
+ * prototype (every image gets the same target).  A mask of TRAIN_DIAG_*; 0 when neither. */
+enum { TRAIN_DIAG_UNIFORM = 1, TRAIN_DIAG_ONE_PROTOTYPE = 2 };
+int train_diag_failure(double loss, double entropy, double batch_entropy, long long out_dim);
+/* The batch-mean entropy below which the targets count as collapsed to one prototype. */
+double train_diag_collapse_threshold(long long out_dim);
+/* One line naming the deck keys that usually cure the failure modes of mask (a TRAIN_DIAG_* mask). */
+const char *train_diag_cure(int mask);
+
 #endif

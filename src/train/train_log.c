@@ -146,6 +146,8 @@ void train_log_epoch(struct trainer *t, int64_t epoch) {
            "%.1f img/s)",
            loss, lr, wd, (long long)epoch, (long long)mt->steps, (long long)mt->images,
            log_fmt_duration(mt->seconds, dur, sizeof dur), ips);
+  struct train_diag dg;
+  train_diag_epoch(t, epoch, loss, &dg);
   /* What this rank's loader read in the epoch (from the node-local stage when there is one). */
   const long long got = dataset_bytes_delivered(t->ds), read = got - t->bytes_at_epoch;
   t->bytes_at_epoch = got;
@@ -160,7 +162,8 @@ void train_log_epoch(struct trainer *t, int64_t epoch) {
   }
   if (t->rank != 0) return;
 
-  /* log.txt: upstream's fields first, then throughput; earlier epochs' lines are kept. */
+  /* log.txt: upstream's fields first, then throughput, then the diagnostics; earlier epochs' lines
+   * are kept. */
   char path[PATH_MAX];
   fs_join(path, sizeof path, t->cfg->control.run_dir, "log.txt");
   struct fs_mem txt;
@@ -176,18 +179,23 @@ void train_log_epoch(struct trainer *t, int64_t epoch) {
     free(line);
     fclose(in);
   }
-  char js[3][40];
+  char js[7][40];
   json_num(js[0], sizeof js[0], loss);
   json_num(js[1], sizeof js[1], lr);
   json_num(js[2], sizeof js[2], wd);
+  json_num(js[3], sizeof js[3], dg.entropy);
+  json_num(js[4], sizeof js[4], dg.batch_entropy);
+  json_num(js[5], sizeof js[5], dg.kl);
+  json_num(js[6], sizeof js[6], dg.center_norm);
   char scale[96] = ""; /* fp16: the loss scale at the epoch's end, the steps skipped so far */
   if (t->ls.on)
     snprintf(scale, sizeof scale, ", \"loss_scale\": %.9g, \"skipped_steps\": %lld", (double)t->ls.scale,
              (long long)t->ls.skipped);
   fprintf(out,
           "{\"train_loss\": %s, \"train_lr\": %s, \"train_wd\": %s, \"epoch\": %lld, "
-          "\"images_per_second\": %.6g, \"epoch_seconds\": %.6g, \"images\": %lld, \"steps\": %lld%s}\n",
+          "\"images_per_second\": %.6g, \"epoch_seconds\": %.6g, \"images\": %lld, \"steps\": %lld, "
+          "\"teacher_entropy\": %s, \"teacher_batch_entropy\": %s, \"kl\": %s, \"center_norm\": %s%s}\n",
           js[0], js[1], js[2], (long long)epoch, ips, mt->seconds, (long long)mt->images,
-          (long long)mt->steps, scale);
+          (long long)mt->steps, js[3], js[4], js[5], js[6], scale);
   fs_mem_commit(&txt, "log", path);
 }

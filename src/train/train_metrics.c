@@ -146,6 +146,15 @@ void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double 
   metric(f, "scdino_loss", "DINO loss of the last step, averaged over the ranks.", ids, NULL, loss);
   metric(f, "scdino_learning_rate", "Learning rate of the last step.", ids, NULL, r->lr);
   metric(f, "scdino_weight_decay", "Weight decay of the last step.", ids, NULL, r->wd);
+  /* Collapse diagnostics of the last step (doc/algorithm.md §4.5). */
+  metric(f, "scdino_teacher_entropy", "Mean entropy of the teacher's targets in the last step, nats.", ids, NULL,
+         r->diag.entropy);
+  metric(f, "scdino_teacher_batch_entropy", "Entropy of the last step's mean teacher target, nats (near 0: "
+         "collapse to one prototype).", ids, NULL, r->diag.batch_entropy);
+  metric(f, "scdino_loss_kl", "KL part of the last step's loss: loss minus teacher entropy.", ids, NULL,
+         loss - r->diag.entropy);
+  metric(f, "scdino_log_out_dim", "ln out_dim: the entropy of uniform targets.", ids, NULL, log((double)t->loss.K));
+  metric(f, "scdino_center_norm", "Norm of the DINO centre.", ids, NULL, dino_loss_center_norm(&t->loss));
   metric(f, "scdino_images_per_second", "Training images per second over the steps since the last update.", ids,
          NULL, dt > 0 ? (double)w->images / dt : 0);
   const double data = w->data_s * per, comm = w->comm_s * per, all_s = dt * per;

@@ -36,6 +36,7 @@ struct step_result {
   double lr, wd, momentum;
   double comm_s;      /* seconds blocked in communication */
   double data_s;      /* seconds the GPU augmentation kept the GPU idle (exposed, not hidden) */
+  struct dino_stats diag; /* the teacher targets' entropies (NaN when the step had no images) */
 };
 
 /* Accumulated timings for the progress line. */
@@ -86,6 +87,16 @@ struct trainer {
   struct train_window win;
   double t_launch, epoch_t0;
   int64_t first_step;        /* global step this launch started at (for the ETA) */
+  int diag_warned;           /* failure modes warned of by this launch (train_diag.c) */
+};
+
+/* An epoch's collapse diagnostics (doc/algorithm.md §4.5), in nats. */
+struct train_diag {
+  double entropy;       /* mean over the steps of the teacher targets' mean entropy */
+  double batch_entropy; /* mean over the steps of the entropy of the step's mean target */
+  double kl;            /* the epoch's loss minus entropy: the KL part of the loss */
+  double center_norm;   /* ||centre||_2 at the epoch's end */
+  double ln_k;          /* ln out_dim: the entropy of uniform targets */
 };
 
 /* One iteration on batch b at (epoch, it): schedules, forward, loss, centre, backward with the
@@ -112,11 +123,15 @@ void train_log_progress(struct trainer *t, int64_t epoch, int64_t it, const stru
  * lines of later epochs from an abandoned run dropped). */
 void train_log_epoch(struct trainer *t, int64_t epoch);
 
+/* train_diag.c: the epoch's diagnostics into d (loss: the epoch's mean loss), their log line, and a
+ * warning when the epoch shows uniform targets or a collapse to one prototype.  Every rank. */
+void train_diag_epoch(struct trainer *t, int64_t epoch, double loss, struct train_diag *d);
+
 /* train_metrics.c: with &system metrics_file set, every rank gives its memory and rank 0 rewrites
- * the file (Prometheus text format): epoch, step, loss, lr, wd, images/s, data / compute / exposed
- * comm seconds per step, memory per rank (and GPU), checkpoint age.  Collective; called with each
- * progress line, before the window is reset.  Best effort: a write that fails is warned of and
- * tried again at the next progress line; training goes on. */
+ * the file (Prometheus text format): epoch, step, loss, lr, wd, the teacher-target diagnostics,
+ * images/s, data / compute / exposed comm seconds per step, memory per rank (and GPU), checkpoint
+ * age.  Collective; called with each progress line, before the window is reset.  Best effort: a
+ * write that fails is warned of and tried again at the next progress line; training goes on. */
 void train_metrics_write(struct trainer *t, int64_t epoch, int64_t step, double loss, const struct step_result *r);
 
 /* train_memory.c: the memory the run needs per rank (loader, schedules, model, activations; the

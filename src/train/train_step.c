@@ -72,6 +72,7 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
   r->momentum = t->mom_sched[step];
   const int n = b->n;
   r->bad_grad = -1;
+  r->diag.entropy = r->diag.batch_entropy = NAN;
   const int prefetched = t->prefetched; /* this batch's crops are already being made on the device */
   t->prefetched = 0;
   t->nan_pending = fault_inject_nan_tensor(cfg, step);
@@ -99,8 +100,10 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
     struct dino_droppath dp = {(uint64_t)cfg->control.seed, (uint64_t)step, b->index};
     dino_model_forward(m, g, l, n, &dp);
     loss = dino_loss_forward(&t->loss, m->sh.logits, m->th.logits, m->sh.dlogits, n, epoch);
+    dino_loss_stats(&t->loss, m->th.logits, n, epoch);
   } else {
     ops->zero(t->loss.tsum, (size_t)t->loss.K * sizeof(float));
+    ops->zero(t->loss.stats, ((size_t)t->loss.K + 1) * sizeof(float));
     t->loss.have_tsum = 1;
   }
   r->loss_local = loss;
@@ -112,6 +115,10 @@ void train_step(struct trainer *t, const struct loader_batch *b, int64_t epoch, 
    * last batch is partial; with equal batches both are the same number. */
   const double c0 = t->gc->wait_seconds;
   dino_loss_update_center(&t->loss, (int)r->images, 1, grad_comm_allreduce_cb, t->gc);
+  /* The collapse diagnostics (doc/algorithm.md §4.5): their own all-reduce, so that the centre's
+   * is the same call as without them. */
+  dino_loss_stats_reduce(&t->loss, (int64_t)t->loss.nteacher * r->images, grad_comm_allreduce_cb, t->gc,
+                         &r->diag);
 
   /* Backward; the all-reduce of each finished range starts inside. */
   t->gc->begin_step(t->gc, m->grads, m->tt.size);

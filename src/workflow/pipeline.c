@@ -27,22 +27,25 @@
 #include "train/checkpoint.h"
 #include "train/train.h"
 
-double pipeline_final_loss(const char *log_txt) {
+double pipeline_log_last(const char *log_txt, const char *key) {
   FILE *f = fopen(log_txt, "r");
   if (!f) return NAN;
-  double loss = NAN;
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const size_t np = strlen(pat);
+  double value = NAN;
   char *line = NULL;
   size_t cap = 0;
   while (getline(&line, &cap, f) > 0) {
-    const char *p = strstr(line, "\"train_loss\":");
+    const char *p = strstr(line, pat);
     if (!p) continue;
     char *end;
-    const double v = strtod(p + 13, &end);
-    loss = end != p + 13 ? v : NAN; /* "null" (a non-finite average) reads as NaN */
+    const double v = strtod(p + np, &end);
+    value = end != p + np ? v : NAN; /* "null" (a non-finite average) reads as NaN */
   }
   free(line);
   fclose(f);
-  return loss;
+  return value;
 }
 
 void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
@@ -68,10 +71,107 @@ void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s) {
     h5util_need(NULL, knn_h5, h5util_dset_read_1d(g, "top2", H5T_FLOAT, H5T_NATIVE_DOUBLE, s->nk, s->top2[j]));
     CHECK_H5(H5Gclose(g));
   }
+  int64_t n_test = 0;
+  h5util_optional(NULL, knn_h5, h5util_attr_read_i64(f, "n_test", &n_test));
+  s->n_test = n_test;
   CHECK_H5(H5Fclose(f));
 }
 
 #define PIPELINE_TXT_FIRST "==== scdino pipeline summary" /* how pipeline.txt begins */
+
+/* The best Top-1 over k of set j (first of equal ones), its k index in *at. */
+static double best_top1(const struct pipeline_summary *s, int j, int *at) {
+  *at = 0;
+  for (int i = 1; i < s->nk; i++)
+    if (s->top1[j][i] > s->top1[j][*at]) *at = i;
+  return s->top1[j][*at];
+}
+
+/* The best baseline's set index and its k index. */
+static int best_baseline(const struct pipeline_summary *s, int *at) {
+  int best = 1;
+  double top = best_top1(s, 1, at);
+  for (int j = 2; j < s->nsets; j++) {
+    int k;
+    const double v = best_top1(s, j, &k);
+    if (v > top) best = j, top = v, *at = k;
+  }
+  return best;
+}
+
+static double std_error(double top1_percent, long long n) {
+  const double p = top1_percent / 100.0;
+  return 100.0 * sqrt(p * (1 - p) / (double)n);
+}
+
+int pipeline_beats_baselines(const struct pipeline_summary *s) {
+  if (s->nsets < 2 || s->nk < 1 || s->n_test < 1) return -1;
+  int kt, kb;
+  const int b = best_baseline(s, &kb);
+  if (s->top1[b][kb] >= 100.0) return -1; /* nothing left to beat */
+  return best_top1(s, 0, &kt) - s->top1[b][kb] > 2 * std_error(s->top1[b][kb], s->n_test);
+}
+
+/* text as lines of at most 100 columns after indent spaces, the first one after lead too (the
+ * others after as many spaces). */
+static void print_wrapped(FILE *f, int indent, const char *lead, const char *text) {
+  const char *p = text;
+  for (int first = 1; *p; first = 0) {
+    const int in = indent + (int)strlen(lead);
+    const char *end = p, *cut = NULL;
+    while (*end && end - p < 100 - in) {
+      if (*end == ' ') cut = end;
+      end++;
+    }
+    if (!*end || !cut) cut = end;
+    fprintf(f, "%*s%s%.*s\n", indent, "", first ? lead : "", (int)(cut - p), p);
+    if (first) indent = in;
+    p = *cut == ' ' ? cut + 1 : cut;
+  }
+}
+
+/* Whether the trained features beat the baselines; if not, the likely causes. */
+static void print_verdict(const struct pipeline_summary *s, FILE *f) {
+  if (s->nsets < 2 || s->nk < 1 || s->n_test < 1) return;
+  int kt, kb;
+  const int b = best_baseline(s, &kb), beats = pipeline_beats_baselines(s);
+  if (beats < 0) {
+    fprintf(f, "\n  A baseline classifies every test row: the data leave the trained network nothing to beat.\n");
+    return;
+  }
+  const double t = best_top1(s, 0, &kt), se = std_error(s->top1[b][kb], s->n_test);
+  const char *bname = s->set_label[b][0] ? s->set_label[b] : s->set_name[b];
+  char text[1024];
+  if (beats) {
+    snprintf(text, sizeof text, "The trained network learnt more than the baselines: best Top-1 %.2f %% (k=%lld) "
+             "against %.2f %% (%s, k=%lld), more than two standard errors (%.2f points each on %lld test rows).",
+             t, s->k[kt], s->top1[b][kb], bname, s->k[kb], se, s->n_test);
+    fputc('\n', f);
+    print_wrapped(f, 2, "", text);
+    return;
+  }
+  snprintf(text, sizeof text, "WARNING: the trained network did not learn more than the baselines: its best Top-1, "
+           "%.2f %% (k=%lld), is not above the best baseline's, %.2f %% (%s, k=%lld), by more than two standard "
+           "errors (%.2f points each on %lld test rows). Likely causes:", t, s->k[kt], s->top1[b][kb], bname,
+           s->k[kb], se, s->n_test);
+  fputc('\n', f);
+  print_wrapped(f, 2, "", text);
+  const int mask = train_diag_failure(s->final_loss, s->diag[0], s->diag[1], s->out_dim);
+  if (mask & TRAIN_DIAG_UNIFORM) {
+    snprintf(text, sizeof text, "the teacher's outputs stayed nearly uniform (entropy %.3f of ln out_dim = %.3f, "
+             "loss %.3f in the last epoch): %s", s->diag[0], log((double)s->out_dim), s->final_loss,
+             train_diag_cure(TRAIN_DIAG_UNIFORM));
+    print_wrapped(f, 4, "- ", text);
+  }
+  if (mask & TRAIN_DIAG_ONE_PROTOTYPE) {
+    snprintf(text, sizeof text, "the teacher's outputs collapsed to one prototype (batch-mean entropy %.3f in the "
+             "last epoch): %s", s->diag[1], train_diag_cure(TRAIN_DIAG_ONE_PROTOTYPE));
+    print_wrapped(f, 4, "- ", text);
+  }
+  fprintf(f, "    - too short a training for this model and data (more epochs; see the loss in log.txt)\n"
+          "    - augmentations or a min-max scaling that remove what tells the classes apart, or channels that\n"
+          "      do not (the raw-pixel baseline sees the images without the augmentations)\n");
+}
 
 void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
   char dur[32];
@@ -83,6 +183,9 @@ void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
     fprintf(f, "  training    : %lld epochs, final loss %.6f\n", s->epochs, s->final_loss);
   else
     fprintf(f, "  training    : %lld epochs, final loss n/a\n", s->epochs);
+  if (isfinite(s->diag[0]))
+    fprintf(f, "  last epoch  : teacher entropy %.3f per image, %.3f of the batch mean (ln out_dim = %.3f); KL %.3f; "
+            "centre norm %.3g\n", s->diag[0], s->diag[1], log((double)s->out_dim), s->diag[2], s->diag[3]);
   fprintf(f, "  wall time   :");
   for (int i = 0; i < s->nsteps; i++) {
     total += s->step_seconds[i];
@@ -112,9 +215,10 @@ void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
     }
     fprintf(f, "\n");
   }
+  print_verdict(s, f);
   fprintf(f, "\n  outputs in %s:\n", s->run_dir);
   fprintf(f, "    checkpoint.h5, checkpoint_EEEE.h5   weights (student, teacher), optimizer, position\n");
-  fprintf(f, "    log.txt                             one JSON line per epoch (loss, lr, wd, throughput)\n");
+  fprintf(f, "    log.txt                             one JSON line per epoch (loss, lr, wd, throughput, diagnostics)\n");
   const char *base = strrchr(s->features_file, '/');
   fprintf(f, "    %-35s CLS features, labels, paths\n", base ? base + 1 : s->features_file);
   if (!s->knn_skipped)
@@ -273,7 +377,10 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     split_free(&sp);
     dataset_close(ds);
     fs_join(path, sizeof path, c.control.run_dir, "log.txt");
-    s.final_loss = pipeline_final_loss(path);
+    s.final_loss = pipeline_log_last(path, "train_loss");
+    static const char *const diag_keys[4] = {"teacher_entropy", "teacher_batch_entropy", "kl", "center_norm"};
+    for (int i = 0; i < 4; i++) s.diag[i] = pipeline_log_last(path, diag_keys[i]);
+    s.out_dim = c.model.out_dim;
     struct features fe;
     features_read_meta(s.features_file, &fe);
     s.feature_rows = fe.n;

@@ -8,8 +8,10 @@
  *   knn        on that file (knn.features is not used): knn.txt, knn.h5, with the raw-pixel and
  *              random-init baselines when knn.baselines; left out for an unlabelled shard set
  *   attention  when attention.in_pipeline: attention.h5 and the PNG tree
- * and then a summary (stdout and run_dir/pipeline.txt): images, epochs, final loss, wall time of
- * every step, kNN Top-1/Top-2 of every feature set at every k, and where the outputs are.
+ * and then a summary (stdout and run_dir/pipeline.txt): images, epochs, final loss and the last
+ * epoch's collapse diagnostics, wall time of every step, kNN Top-1/Top-2 of every feature set at
+ * every k, whether the trained features beat the baselines (and if not, the likely causes), and
+ * where the outputs are.
  */
 #ifndef SCDINO_PIPELINE_H
 #define SCDINO_PIPELINE_H
@@ -33,6 +35,9 @@ struct pipeline_summary {
   long long images, train_images, feature_rows;
   long long epochs;        /* epochs trained in all (the checkpoint's next epoch) */
   double final_loss;       /* train_loss of the last line of log.txt; NaN if none */
+  double diag[4];          /* its teacher_entropy, teacher_batch_entropy, kl, center_norm (NaN: none) */
+  long long out_dim;       /* &model out_dim (ln out_dim: the entropy of uniform targets) */
+  long long n_test;        /* kNN test rows (knn.h5) */
   int nsteps;
   char step_name[6][16];
   double step_seconds[6];
@@ -48,10 +53,16 @@ struct pipeline_summary {
   int attention;           /* attention maps written */
 };
 
-/* The last "train_loss" of run_dir/log.txt (one JSON object per line); NaN when there is none. */
-double pipeline_final_loss(const char *log_txt);
-/* kNN accuracies of every feature set in run_dir/knn.h5 into s (nk, k, nsets, ...). */
+/* The last value of "key" in run_dir/log.txt (one JSON object per line), e.g. "train_loss"; NaN when
+ * there is none (or it is null). */
+double pipeline_log_last(const char *log_txt, const char *key);
+/* kNN accuracies of every feature set in run_dir/knn.h5 into s (nk, k, nsets, n_test, ...). */
 void pipeline_read_knn(const char *knn_h5, struct pipeline_summary *s);
+/* Whether the trained features (set 0) learnt more than the baselines: their best Top-1 over k
+ * above the best baseline's by more than two standard errors sqrt(p (1 - p) / n_test), p the best
+ * baseline's Top-1.  1 yes, 0 no, -1 when there is no baseline or no test row, or a baseline
+ * classifies every test row (nothing to beat). */
+int pipeline_beats_baselines(const struct pipeline_summary *s);
 /* The summary table. */
 void pipeline_summary_print(const struct pipeline_summary *s, FILE *f);
 

@@ -55,6 +55,7 @@ struct study_summary {
   int nbase;                            /* feature sets in knn.h5: trained, then the baselines */
   char base_name[3][32], base_label[3][64];
   double *top1, *top2;                  /* [nsets][nbase][nk] */
+  int *learned;                         /* [nsets]: pipeline_beats_baselines of each run */
 };
 
 /* Read every run's results from run_dir/<run>/ (rank 0); the caller frees with study_summary_free

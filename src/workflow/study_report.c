@@ -21,15 +21,17 @@ void study_summary_read(struct study_summary *s) {
   s->final_loss = xcalloc((size_t)s->nsets, sizeof *s->final_loss);
   s->top1 = xcalloc((size_t)s->nsets * 3 * 16, sizeof *s->top1);
   s->top2 = xcalloc((size_t)s->nsets * 3 * 16, sizeof *s->top2);
+  s->learned = xcalloc((size_t)s->nsets, sizeof *s->learned);
   static struct pipeline_summary p;
   for (int i = 0; i < s->nsets; i++) {
     char dir[4096], path[4200];
     fs_join(dir, sizeof dir, s->run_dir, s->sets[i].name);
     fs_join(path, sizeof path, dir, "log.txt");
-    s->final_loss[i] = pipeline_final_loss(path);
+    s->final_loss[i] = pipeline_log_last(path, "train_loss");
     fs_join(path, sizeof path, dir, "knn.h5");
     memset(&p, 0, sizeof p);
     pipeline_read_knn(path, &p);
+    s->learned[i] = pipeline_beats_baselines(&p);
     if (i == 0) {
       s->nk = p.nk, s->nbase = p.nsets;
       memcpy(s->k, p.k, sizeof s->k);
@@ -54,8 +56,10 @@ void study_summary_free(struct study_summary *s) {
   free(s->top1);
   free(s->top2);
   free(s->value);
+  free(s->learned);
   s->final_loss = s->top1 = s->top2 = NULL;
   s->value = NULL;
+  s->learned = NULL;
 }
 
 /* Run i's value of the v-th key the settings vary. */
@@ -89,7 +93,7 @@ void study_summary_print(const struct study_summary *s, FILE *f) {
   fprintf(f, "\n  kNN accuracy in %% (Top-1 / Top-2); the baselines see the same channels:\n");
   /* Columns as wide as their widest entry: run names, channel lists, the varied keys' values,
    * feature-set headings. */
-  int wname = 3, wch = 8, wcol[3], wvary[CFG_MAX_KEYS];
+  int wname = 3, wch = 8, wcol[3] = {15, 15, 15}, wvary[CFG_MAX_KEYS] = {0};
   char head[3][64];
   for (int v = 0; v < s->nvary; v++) wvary[v] = (int)strlen(cfg_keys[s->vary[v]].name);
   for (int i = 0; i < s->nsets; i++) {
@@ -132,6 +136,12 @@ void study_summary_print(const struct study_summary *s, FILE *f) {
   }
   fprintf(f, "\n  best trained Top-1: %s, %.2f %% at k = %lld\n", s->sets[best].name, s->top1[AT(s, best, 0, best_k)],
           s->k[best_k]);
+  int failed = 0;
+  for (int i = 0; i < s->nsets; i++)
+    if (s->learned[i] == 0)
+      fprintf(f, "%s%s", failed++ ? ", " : "\n  WARNING: the trained network did not learn more than the baselines (by two standard "
+              "errors) for: ", s->sets[i].name);
+  if (failed) fprintf(f, "\n  (the likely causes are in each run's pipeline.txt)\n");
   fprintf(f, "\n  outputs in %s: %s (pipeline.txt, checkpoint.h5, knn.txt, ...),\n"
           "  study.txt (this table), study.h5 (its numbers)\n", s->run_dir,
           s->nsettings > 0 ? "every run's pipeline in <run>/" : "one pipeline run per set in <set>/");

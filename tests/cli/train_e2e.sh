@@ -39,6 +39,8 @@ expect_grep "train: batch 16 per rank x 1 rank = 16 per step; 25 iterations per 
 expect_grep "train: lr peak 0.0003125 "
 expect_grep "Epoch \[0/4\] it 10/25 eta [^ ]+ loss [0-9.]+ lr [0-9.e+-]+ wd [0-9.]+ img/s [^ ]+ \| data [0-9]+% compute [0-9]+% comm [0-9]+% \| mem [0-9.]+ [MG]iB"
 expect_grep "Averaged stats: loss [0-9.]+ lr [0-9.e+-]+ wd [0-9.]+ \(epoch 3: 25 steps, 385 images"
+# A healthy run: neither of DINO's failure modes is warned of (doc/algorithm.md §4.5).
+expect_nogrep "the teacher's outputs"
 
 # log.txt: four lines with upstream's fields.
 nchecks=$((nchecks + 1))

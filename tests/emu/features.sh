@@ -59,5 +59,14 @@ NML
   nchecks=$((nchecks + 1))
   sed 's/knn_cuda/knn_cpu/g' knn_cuda/knn.txt | cmp -s - knn_cpu/knn.txt ||
     { fail "kNN on the emulated GPU differs from the CPU's"; diff knn_cpu/knn.txt knn_cuda/knn.txt >&2; }
+  # The block of query rows by default, on a GPU of 256 MiB: a few reference rows per rank once
+  # sized the GPU's buffers for millions of query rows (512 MiB of similarities over them, and
+  # cudaMalloc failed); the block is at most the query rows, and the report the same.
+  mkdir -p knn_auto && cp cpu32/features_0002.h5 knn_auto/ || exit 99
+  sed -e 's/knn_cuda/knn_auto/' -e 's/, block_rows = 3//' knn_cuda.nml >knn_auto.nml
+  SCDINO_EMU_MEM_MIB=256 expect_exit 0 $MPIEXEC -n 2 "$exe" knn_auto.nml
+  nchecks=$((nchecks + 1))
+  sed 's/knn_auto/knn_cpu/g' knn_auto/knn.txt | cmp -s - knn_cpu/knn.txt ||
+    { fail "kNN on the emulated GPU with the default block differs from the CPU's"; diff knn_cpu/knn.txt knn_auto/knn.txt >&2; }
 fi
 finish

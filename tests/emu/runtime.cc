@@ -38,7 +38,16 @@
 
 namespace {
 
-const size_t TOTAL_MEM = (size_t)80 << 30;
+/* The GPU's memory: 80 GiB, or SCDINO_EMU_MEM_MIB (a small GPU, on which a buffer sized for far
+ * more rows than the work has fails as it would on a real one). */
+size_t total_mem(void) {
+  static size_t v;
+  if (!v) {
+    const char *e = getenv("SCDINO_EMU_MEM_MIB");
+    v = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)80 << 30;
+  }
+  return v;
+}
 /* Bytes of shared memory per block a kernel may ask for: an H100's 227 KiB, or
  * SCDINO_EMU_SMEM_OPTIN (e.g. 101376, the 99 KiB of compute capability 8.6 and 8.9). */
 int smem_optin(void) {
@@ -309,7 +318,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
   const pid_t pid = same && *same == '1' ? 0 : getpid();
   memcpy(p->uuid.bytes, "scdinoemu", 9);
   memcpy(p->uuid.bytes + 9, &pid, sizeof pid < 7 ? sizeof pid : 7);
-  p->totalGlobalMem = TOTAL_MEM;
+  p->totalGlobalMem = total_mem();
   p->sharedMemPerBlock = 48 * 1024;
   p->sharedMemPerBlockOptin = smem_optin();
   p->sharedMemPerMultiprocessor = 233472;
@@ -370,7 +379,7 @@ const char *cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
   init();
-  if (device_bytes + bytes > TOTAL_MEM) {
+  if (device_bytes + bytes > total_mem()) {
     *p = NULL;
     last_error = cudaErrorMemoryAllocation;
     return cudaErrorMemoryAllocation;
@@ -389,8 +398,8 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaHostAlloc(p, byt
 cudaError_t cudaFreeHost(void *p) { return release(p, cudaMemoryTypeHost, "cudaFreeHost"); }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
-  *free_bytes = TOTAL_MEM - device_bytes;
-  *total = TOTAL_MEM;
+  *free_bytes = total_mem() - device_bytes;
+  *total = total_mem();
   return cudaSuccess;
 }
 

@@ -2,7 +2,8 @@
 # tests/eval/features.sh - `scdino deck` with calculation='features', 'knn' and 'attention' on the tiny
 # fixture (tests/fixtures/feat_mkdata): features_EEEE.h5 read back with h5py (schema, unit rows, ascending
 # index, labels and paths of the shards), the same files from two ranks as from one, the
-# random-init baseline in knn.txt / knn.h5, attention.h5 and its PNG tree, outputs that would replace
+# random-init baseline in knn.txt / knn.h5, attention.h5 and its PNG tree, images named for attention
+# (by index, path or its trailing part; names that match none or repeat one refused), outputs that would replace
 # an input (refused, the input unchanged), a checkpoint that contradicts the deck's own model keys,
 # and input errors.
 . "$top_srcdir/tests/lib.sh"
@@ -116,6 +117,41 @@ EOF
   expect_exit 0 "$PYTHON3" checka.py
   expect_grep 'h5py attention ok'
 fi
+
+# Named images (DINO's visualize_attention --image_path): the first image of the run above by its
+# index, a whole path and a trailing part, in the deck's order, from a deck whose validation split is
+# empty (any image of the set): the maps of the shared image the same as the run's.
+if [ "$PYTHON3" != none ]; then
+  first=$("$PYTHON3" -c 'import h5py; print(h5py.File("run/attention.h5", "r")["index"][0])')
+  deck attention named | sed -e 's/train_fraction = 0.5/train_fraction = 1.0/' \
+    -e "s|images_per_class = 1|images = 'c2/img00005.tif', '$first', 'img00010.tif'|" >a3.nml
+  expect_exit 0 "$SCDINO" a3.nml
+  expect_grep 'attention: teacher network of ckpt.h5 \(epoch 2\), 3 image\(s\) \(named by attention.images\), 3 head'
+  cat >checkn.py <<EOF
+import h5py, numpy as np
+f, g = h5py.File("named/attention.h5", "r"), h5py.File("run/attention.h5", "r")
+assert list(f["index"][:]) == [5, $first, 10], f["index"][:]
+assert list(f["labels"][:]) == [2, $first % 3, 1]
+for s in ("size_32", "size_44"):
+    assert np.array_equal(f[s + "/maps"][1], g[s + "/maps"][0]), s
+print("named attention ok")
+EOF
+  expect_exit 0 "$PYTHON3" checkn.py
+  expect_grep 'named attention ok'
+  nchecks=$((nchecks + 1))
+  [ -f named/attention/c1/img00010/image_size_44/attn-head2.png ] || fail "no PNG map for the image named img00010.tif"
+fi
+# Names that do not name one image: exit 2 naming the entry, nothing written.
+for bad in "'img00099.tif'|entry 1 \\('img00099.tif'\\) is no image of shards" \
+  "'0', '40'|entry 2 \\('40'\\): shards holds 40 images \\(indices 0 to 39\\)" \
+  "'7', 'c1/img00007.tif'|entries 1 \\('7'\\) and 2 \\('c1/img00007.tif'\\) name the same image" \
+  "'mg00007.tif'|entry 1 \\('mg00007.tif'\\) is no image"; do
+  deck attention badnamed | sed "s|images_per_class = 1|images = ${bad%%|*}|" >a4.nml
+  expect_exit 2 "$SCDINO" a4.nml
+  expect_grep "attention.images ${bad#*|}"
+done
+nchecks=$((nchecks + 1))
+[ -e badnamed/attention.h5 ] && fail "a refused attention run left attention.h5"
 
 # Outputs never clobber inputs (doc/faults.md): the checkpoint named as the features file the run
 # writes (it holds epoch 3: features_0002.h5), and a deck that is the run's knn.txt or attention.h5,

@@ -15,7 +15,7 @@ scratch full_disk
 dir=$(pwd)
 
 mnt=$(mktemp -d /tmp/scdino-full.XXXXXX) || exit 99
-if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=4m tmpfs "$mnt" 2>/dev/null; then
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=8m tmpfs "$mnt" 2>/dev/null; then
   rmdir "$mnt"
   echo "no tmpfs could be mounted (needs root): skipped"
   exit 77

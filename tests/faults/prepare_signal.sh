@@ -1,9 +1,12 @@
 #!/bin/sh
-# tests/faults/prepare_signal.sh - SIGTERM to mpirun while 2 ranks convert TIFFs (what Slurm's
-# scancel or a time limit does): every rank removes its unfinished shard-*.tmp.<pid> before it
-# answers, so nothing half-written is left however soon mpirun follows with SIGKILL; no manifest
-# claims the set complete; and the next prepare builds it.  &debug step_sleep slows the
-# conversion (0.02 s per image) so the signal lands while a shard is being written, on any machine.
+# tests/faults/prepare_signal.sh - SIGTERM to the ranks while 2 of them convert TIFFs (what Slurm's
+# scancel or a time limit does: srun signals every task): every rank removes its unfinished
+# shard-*.tmp.<pid> before it ends, so nothing half-written is left; no manifest claims the set
+# complete; and the next prepare builds it.  &debug step_sleep slows the conversion (0.02 s per
+# image) so the signal lands while a shard is being written, on any machine.  (Signalled through
+# mpirun instead, each rank does the same, but mpirun sends SIGKILL a second after its SIGTERM: a
+# rank that a loaded machine does not schedule within that second cannot answer, so the test does
+# not depend on it.)
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/faults/fault_lib.sh"
 [ "$MPIEXEC" = none ] && skip "no MPI launcher"
@@ -24,8 +27,14 @@ while [ $tries -lt 6000 ] && kill -0 $pid 2>/dev/null && ! ls -a shards 2>/dev/n
 done
 nchecks=$((nchecks + 1))
 if ls -a shards 2>/dev/null | grep -q '\.tmp\.'; then
-  kill -TERM $pid
-  echo "SIGTERM sent to mpirun while writing: $(ls -a shards | grep '\.tmp\.' | tr '\n' ' ')"
+  # the ranks: the processes of this deck whose MPI rank is in their environment (not mpirun)
+  ranks=
+  for p in $(pgrep -f "$SCDINO slow.nml"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q -e '^OMPI_COMM_WORLD_RANK=' -e '^PMI_RANK=' &&
+      ranks="$ranks $p"
+  done
+  echo "SIGTERM sent to the ranks ($ranks ) while writing: $(ls -a shards | grep '\.tmp\.' | tr '\n' ' ')"
+  [ -n "$ranks" ] && kill -TERM $ranks
 else
   fail "no shard was being written (the run ended or never started)"
   kill -KILL $pid 2>/dev/null

@@ -1,6 +1,6 @@
 /* test_gpu_kernels.c - part of tests/gpu/test_gpu_ops: the tensor-core flash kernels' tile widths
- * and options (attention_mma.cu), and the 16-bit exact GELU's fast erf within an ulp of GELU in
- * double (elementwise.cu). */
+ * and options (attention_mma.cu), the 16-bit exact GELU within an ulp of GELU in double
+ * (elementwise.cu), attention's shapes, and fp16 with the kernel sets of older GPUs (&gpu arch). */
 #include "build_config.h"
 
 #include <math.h>
@@ -85,3 +85,34 @@ void check_flash_tiles(const char *what) {
   backend_cuda_set_flash_options(7);
 }
 
+/* Attention on the shapes of every path: hd 16 to 128, hd not a multiple of 8, one token. */
+void check_attention_cases(void) {
+  check_attention(2, 17, 3, 16); /* the reference model: hd 16 */
+  check_attention(2, 5, 3, 16);
+  check_attention(3, 197, 2, 64); /* ViT-S/16 global crops */
+  check_attention(4, 37, 6, 64);  /* local crops */
+  check_attention(1, 1, 1, 64);
+  check_attention(2, 50, 2, 48); /* hd padded to 64 in the flash kernels */
+  check_attention(1, 70, 1, 128);
+  check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
+  check_attention(2, 17, 2, 20);
+}
+
+/* The kernel sets of older GPUs in fp16 (&gpu arch): 7.5 (a T4: the f16 flash kernels as pairs of
+ * m16n8k8 products, tiles copied without cp.async), 7.0 (a V100: attention as batched GEMMs on
+ * the flash state); the ops other than attention run the same kernels. */
+void check_older_archs(void) {
+  static const int archs[] = {75, 70};
+  for (int a = 0; a < 2; a++) {
+    backend_cuda_set_arch(archs[a]);
+    T_CHECK(backend_cuda_arch() == archs[a], "&gpu arch %d: the backend runs %d's kernels", archs[a],
+            backend_cuda_arch());
+    snprintf(tag, sizeof tag, "fp16 sm_%d flash", archs[a]);
+    backend_cuda_set_attention("flash");
+    check_attention_cases();
+    if (archs[a] == 75) check_flash_tiles("fp16 sm_75");
+    check_linear(37, 48, 16, 1);
+  }
+  backend_cuda_set_arch(0);
+  backend_cuda_set_attention("flash");
+}

@@ -35,7 +35,7 @@ char tag[32];
 
 /* ---- dense layers ------------------------------------------------------------------------------- */
 
-static void check_linear(int M, int N, int K, int bias) {
+void check_linear(int M, int N, int K, int bias) {
   char nm[128];
   const size_t np = (size_t)N * K + N;
   float *x = gpu_randn(&R, (size_t)M * K, 1.0f), *par = gpu_randn(&R, np, 0.2f);
@@ -514,6 +514,30 @@ static void check_dino_loss(int B, int ns, int nt, int K) {
   free(s), free(t), free(c), free(gs), free(gsr), free(ts), free(tsr), free(c2);
 }
 
+/* The teacher targets' diagnostics: the column sums of Q and the sum of the rows' entropies (fp32
+ * sums in another order than the CPU's); logits scaled so that many targets underflow to 0.  The
+ * entropy is compared on the scale of its range, rows x ln K (near 0, as with sharp targets, its
+ * rounding is that of log(sum of exp) in fp32: relative to 0 it means nothing). */
+static void check_dino_stats(int rows, int K, float scale) {
+  char nm[128];
+  const size_t n = (size_t)rows * K;
+  float *t = gpu_randn(&R, n, scale), *c = gpu_randn(&R, K, 0.5f);
+  void *dtd = gpu_act_up(g, t, n);
+  float *st = gpu_zeros(K + 1), *str = gpu_zeros(K + 1);
+  for (int k = 0; k <= K; k++) st[k] = NAN; /* an element left unwritten fails */
+  float *dc = gpu_f32_up(g, c, K), *dst = gpu_f32_up(g, st, K + 1);
+  g->dino_stats(dst, dtd, dc, rows, K, 0.04f);
+  cpu->dino_stats(str, t, c, rows, K, 0.04f);
+  gpu_f32_down(g, st, dst, K + 1);
+  gpu_cmp(NAME(nm, "%s dino_stats rows=%d K=%d x%g: column sums of Q", tag, rows, K, scale), st, str, K, 1e-5);
+  const double herr = fabs((double)st[K] - str[K]) / (rows * log((double)K));
+  if (t_verbose) printf("  %s dino_stats rows=%d K=%d x%g: entropy %.9g vs %.9g\n", tag, rows, K, scale, st[K], str[K]);
+  T_CHECK(herr <= 1e-6, "%s dino_stats rows=%d K=%d x%g: entropy %.9g, CPU %.9g: error %.3e of rows x ln K", tag,
+          rows, K, (double)scale, st[K], str[K], herr);
+  g->free(dtd), g->free(dc), g->free(dst);
+  free(t), free(c), free(st), free(str);
+}
+
 static void check_optimizer(void) {
   char nm[128];
   /* a flat buffer with tensors of assorted sizes (one larger than a chunk), gaps between them */
@@ -606,18 +630,6 @@ static void check_conversions(size_t n) {
   gpu_cmp_exact(NAME(nm, "%s act_from_f32 / act_to_f32 (round to nearest even)", tag), y, xr, n);
   g->free(d);
   free(x), free(xr), free(y);
-}
-
-static void check_attention_cases(void) {
-  check_attention(2, 17, 3, 16); /* the reference model: hd 16 */
-  check_attention(2, 5, 3, 16);
-  check_attention(3, 197, 2, 64); /* ViT-S/16 global crops */
-  check_attention(4, 37, 6, 64);  /* local crops */
-  check_attention(1, 1, 1, 64);
-  check_attention(2, 50, 2, 48); /* hd padded to 64 in the flash kernels */
-  check_attention(1, 70, 1, 128);
-  check_attention(2, 16, 4, 5); /* hd % 8 != 0 and N % 8 == 0: bf16 takes the flash kernel */
-  check_attention(2, 17, 2, 20);
 }
 
 static void run_all(const char *precision) {
@@ -736,6 +748,10 @@ static void run_all(const char *precision) {
   check_dino_loss(2, 10, 2, 65536); /* 8 splits */
   check_dino_loss(2, 3, 2, 16392);  /* 3 splits, the last one 8 columns wide */
   check_dino_loss(1, 3, 3, 20001);  /* one element at a time (K odd), a ragged last split */
+  check_dino_stats(6, 1000, 3.0f);   /* one split, 16-byte accesses */
+  check_dino_stats(4, 65536, 3.0f);  /* 8 splits */
+  check_dino_stats(9, 20001, 0.3f);  /* one element at a time, a ragged last split; near-uniform */
+  check_dino_stats(4, 16392, 40.0f); /* most targets 0 */
   check_optimizer();
   check_adamw_copies();
 }
@@ -750,22 +766,7 @@ int main(int argc, char **argv) {
   run_all("fp32");
   run_all("bf16");
   run_all("fp16");
-  /* The kernel sets of older GPUs in fp16 (&gpu arch): 7.5 (a T4: the f16 flash kernels as pairs of
-   * m16n8k8 products, tiles copied without cp.async), 7.0 (a V100: attention as batched GEMMs on
-   * the flash state); the ops other than attention run the same kernels. */
-  static const int archs[] = {75, 70};
-  for (int a = 0; a < 2; a++) {
-    backend_cuda_set_arch(archs[a]);
-    T_CHECK(backend_cuda_arch() == archs[a], "&gpu arch %d: the backend runs %d's kernels", archs[a],
-            backend_cuda_arch());
-    snprintf(tag, sizeof tag, "fp16 sm_%d flash", archs[a]);
-    backend_cuda_set_attention("flash");
-    check_attention_cases();
-    if (archs[a] == 75) check_flash_tiles("fp16 sm_75");
-    check_linear(37, 48, 16, 1);
-  }
-  backend_cuda_set_arch(0);
-  backend_cuda_set_attention("flash");
+  check_older_archs();
   /* memory and timing figures are reported */
   size_t in_use = 0, peak = 0, fr = 0, tot = 0;
   backend_cuda_memory(&in_use, &peak, &fr, &tot);

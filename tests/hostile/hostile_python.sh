@@ -111,6 +111,7 @@ open("run/log.txt", "w").write('{"epoch": 0, "train_loss": 1.0}\n{"epoch": 1, "t
 os.makedirs("study/plots", exist_ok=True)
 with h5py.File("study/study.h5", "w") as f:
     f["name"] = np.array([b"all", b"dapi"])
+    f["channel_set"] = np.array([b"0,1", b"1"])
     f["k"] = np.array([1, 3])
     f["trained/top1"] = np.array([[50.0, 60.0], [40.0, 45.0]])
 os.makedirs("nostudy", exist_ok=True)

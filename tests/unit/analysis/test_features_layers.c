@@ -15,6 +15,7 @@
 
 #include "analysis/features.h"
 #include "analysis/features_io.h"
+#include "backend/backend.h"
 #include "core/rng.h"
 #include "data/shards.h"
 #include "model/arena.h"
@@ -57,7 +58,7 @@ static void test_blocks(void) {
   enum { B = 3, S = 32 };
   const int D = tiny.dim, depth = tiny.depth, N = 1 + (S / 8) * (S / 8);
   struct features_net net;
-  features_net_random(&net, ops, &tiny, 7);
+  features_net_random(&net, backend_device_cpu(), &tiny, 7);
   float img[B * 2 * S * S];
   struct rng r;
   rng_init(&r, 3, RNG_DOMAIN_TEST, 0, 0);
@@ -76,7 +77,7 @@ static void test_blocks(void) {
     struct vit_dims d = tiny;
     d.depth = keep;
     struct features_net cut;
-    features_net_random(&cut, ops, &d, 99);
+    features_net_random(&cut, backend_device_cpu(), &d, 99);
     float *host = malloc(sizeof(float) * net.tt.size), *chost = malloc(sizeof(float) * cut.tt.size);
     ops->download(host, net.params, sizeof(float) * net.tt.size);
     for (int t = 0; t < cut.tt.n; t++) {
@@ -104,7 +105,6 @@ static void test_compute(const char *dir) {
   snprintf(shards, sizeof shards, "%s/shards", dir);
   ff_make_shards(shards);
   struct dataset *ds = dataset_open(shards);
-  const struct ops *ops = backend_cpu();
   const int sel[2] = {0, 2}, S = 16, batch = 3, D = tiny.dim, N = 1 + (S / 8) * (S / 8);
   struct features_prep prep;
   features_prep_setup(&prep, dataset_channels(ds), dataset_height(ds), dataset_width(ds), dataset_dtype(ds), sel, 2,
@@ -112,7 +112,7 @@ static void test_compute(const char *dir) {
   enum { n = 8 };
   const int64_t idx[n] = {1, 4, 5, 9, 20, 21, 30, 39};
   struct features_net net;
-  features_net_random(&net, ops, &tiny, 5);
+  features_net_random(&net, backend_device_cpu(), &tiny, 5);
   float *today = features_compute(&net, &prep, ds, idx, n, batch, 1, NULL, NULL, "t");
   features_net_layout(&net, 2, 1, 0, "test");
   T_CHECK(features_net_width(&net) == 3 * D, "width %d", features_net_width(&net));

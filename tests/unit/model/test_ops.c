@@ -530,6 +530,62 @@ static void test_loss(void) {
   free(ls_), free(lt_), free(lc_), free(ds), free(fs), free(ft), free(fc), free(fds);
 }
 
+/* The teacher targets' diagnostics (ops->dino_stats) against their definition in double: Q's
+ * column sums and the sum of the rows' entropies; the loss minus the mean entropy is the mean KL
+ * divergence of the loss's pairs (each teacher row in the same number of pairs).  Logits scaled
+ * up so that some Q underflow to 0 (their log must not turn the entropy into NaN), and logits
+ * equal to the centre (uniform targets: ln K each). */
+static void test_stats_case(double scale, int uniform) {
+  enum { R = LNT * LB };
+  const size_t nt = (size_t)R * LKK, ns = (size_t)LNS * LB * LKK;
+  double *t = rnd(nt, scale), *c = rnd(LKK, 0.1), *s = rnd(ns, 0.3), st[LKK + 1];
+  if (uniform)
+    for (size_t i = 0; i < nt; i++) t[i] = c[i % LKK];
+  kern_dino_stats_f64(st, t, c, R, LKK, 0.04);
+  double q[R][LKK], hsum = 0, err = 0;
+  for (int r = 0; r < R; r++) {
+    double mx = -1e300, z = 0;
+    for (int k = 0; k < LKK; k++) mx = fmax(mx, (t[r * LKK + k] - c[k]) / 0.04);
+    for (int k = 0; k < LKK; k++) z += q[r][k] = exp((t[r * LKK + k] - c[k]) / 0.04 - mx);
+    for (int k = 0; k < LKK; k++) {
+      q[r][k] /= z;
+      if (q[r][k] > 0) hsum -= q[r][k] * log(q[r][k]);
+    }
+  }
+  for (int k = 0; k < LKK; k++) {
+    double cs = 0;
+    for (int r = 0; r < R; r++) cs += q[r][k];
+    err = fmax(err, fabs(cs - st[k]));
+  }
+  T_CHECK(err < 1e-12, "dino_stats column sums differ by %.3e (scale %g)", err, scale);
+  T_CHECK(isfinite(st[LKK]) && fabs(st[LKK] - hsum) < 1e-10, "dino_stats entropy sum %.15g vs %.15g (scale %g)",
+          st[LKK], hsum, scale);
+  if (uniform)
+    T_CHECK(fabs(st[LKK] / R - log(LKK)) < 1e-12, "uniform targets: entropy %.15g, not ln K", st[LKK] / R);
+  /* loss - mean H = the mean over the pairs (i, v != i) and samples of KL(Q_i || P_v) */
+  double loss, tsum[LKK], kl = 0;
+  kern_dino_loss_f64(&loss, NULL, tsum, s, t, c, LB, LNS, LNT, LKK, 0.1, 0.04);
+  for (int i = 0; i < LNT; i++)
+    for (int v = 0; v < LNS; v++) {
+      if (v == i) continue;
+      for (int b = 0; b < LB; b++) {
+        const double *sv = s + (v * LB + b) * LKK, *qi = q[i * LB + b];
+        double ms = -1e300, zs = 0;
+        for (int k = 0; k < LKK; k++) ms = fmax(ms, sv[k] / 0.1);
+        for (int k = 0; k < LKK; k++) zs += exp(sv[k] / 0.1 - ms);
+        for (int k = 0; k < LKK; k++)
+          if (qi[k] > 0) kl += qi[k] * (log(qi[k]) - (sv[k] / 0.1 - ms - log(zs)));
+      }
+    }
+  kl /= (double)(LNT * LNS - LNT) * LB;
+  T_CHECK(kl >= 0 && fabs(loss - st[LKK] / R - kl) < 1e-10, "loss %.15g - mean entropy %.15g != mean KL %.15g",
+          loss, st[LKK] / R, kl);
+  float *ft = tof(t, nt), *fc = tof(c, LKK), fst[LKK + 1];
+  kern_dino_stats_f32(fst, ft, fc, R, LKK, 0.04f);
+  f32_check(fst, st, LKK + 1, "dino_stats");
+  free(t), free(c), free(s), free(ft), free(fc);
+}
+
 /* ---- position-embedding interpolation ------------------------------------------------------ */
 static double *pm, *ppos;
 static int pm_rows, pm_cols, pm_D;
@@ -601,5 +657,9 @@ int main(int argc, char **argv) {
   test_pos_interp(14, 6, 4, 96, 64);    /* non-square */
   test_pos_interp(4, 2, 2, 16, 16);     /* the reference model's local crops */
   test_pos_interp(4, 4, 4, 32, 32);     /* no interpolation */
+  /* last: the draws of the cases above stay as they were */
+  test_stats_case(0.3, 0);
+  test_stats_case(40, 0); /* targets of 0: exp underflows in float and double */
+  test_stats_case(0.3, 1);
   return t_finish();
 }
