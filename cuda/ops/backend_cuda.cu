@@ -676,8 +676,10 @@ extern "C" const struct ops *backend_cuda_for(const char *precision) {
   if (!strcmp(precision, "auto")) return cu.arch >= 80 ? &ops_bf16 : &ops_f16;
   if (cu.arch < 80)
     scd_fatal(SCD_EXIT_INPUT, "&training: precision = 'bf16' needs compute capability 8.0 or later; "
-              "GPU %d (%s) has %d.%d: use precision = 'fp16' or 'auto' (fp16 with loss scaling)",
-              cu.device, cu.prop.name, cu.arch / 10, cu.arch % 10);
+              "GPU %d (%s) %s %d.%d: use precision = 'fp16' or 'auto' (fp16 with loss scaling)",
+              cu.device, cu.prop.name,
+              cu.arch == cu.prop.major * 10 + cu.prop.minor ? "has" : "runs the kernels (&gpu arch) of",
+              cu.arch / 10, cu.arch % 10);
   return &ops_bf16;
 }
 

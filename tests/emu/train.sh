@@ -149,6 +149,10 @@ for a in 75 70; do
   skip_at 1 5 0
 done
 expect_grep 'attention: flash \(batched tensor-core GEMMs on the flash state'
+# bf16 below compute capability 8.0 (here the T4's kernel set) is refused, fp16 suggested
+train_deck bf75 epochs=1 batch_size_per_rank=8 precision="'bf16'" | cuda | gpu "arch = 75" >bf75.nml
+expect_exit 2 "$exe" bf75.nml
+expect_grep "error: &training: precision = 'bf16' needs compute capability 8\.0 or later; GPU 0 \(.*\) runs the kernels \(&gpu arch\) of 7\.5: use precision = 'fp16' or 'auto'"
 
 # Two ranks, bf16 (precision 'auto' on the GPU): two epochs at once, and one + restart + one.
 if [ "$MPIEXEC" != none ]; then
