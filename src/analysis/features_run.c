@@ -293,7 +293,14 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
 
 int features_run(const struct config *cfg) {
   char path[4096];
-  features_extract(cfg, path, sizeof path);
+  int n;
+  int64_t *epochs = features_epochs_select(cfg, "checkpoint", "calculation='train' keeps them every "
+                                           "training.saveckp_freq epochs and at the last", &n);
+  if (epochs)
+    features_extract_epochs(cfg, epochs, n, path, sizeof path);
+  else
+    features_extract(cfg, path, sizeof path);
+  free(epochs);
   return 0;
 }
 

@@ -147,7 +147,9 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   free(x);
 }
 
-int knn_run(const struct config *cfg) {
+/* One evaluation: the report goes to run_dir/<names[i]>.txt and .h5 for each name; its numbers to
+ * t (rank 0; NULL: none). */
+static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, struct knn_epochs *t) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
   const struct device *dev = backend_select(cfg);
@@ -176,7 +178,8 @@ int knn_run(const struct config *cfg) {
     knn_rowset_split(&rs, cfg, fpath);
   }
   knn_groups_select(&rep, cfg, &rs); /* a column the query file lacks ends the job before any work */
-  if (comm_rank() == 0) knn_report_claim(cfg->control.run_dir); /* before anything is computed for it */
+  for (int i = 0; i < nnames && comm_rank() == 0; i++)
+    knn_report_claim(cfg->control.run_dir, names[i]); /* before anything is computed for it */
   double t0 = wtime();
   const struct features *f = &rs.ref;
   if (rs.pair)
@@ -261,11 +264,68 @@ int knn_run(const struct config *cfg) {
       log_raw("\n");
       fflush(stdout);
     }
-    knn_report_write(&rep, cfg->control.run_dir);
-    log_info("kNN report written to %s/knn.txt and %s/knn.h5", cfg->control.run_dir, cfg->control.run_dir);
+    for (int i = 0; i < nnames; i++) {
+      knn_report_write(&rep, cfg->control.run_dir, names[i]);
+      log_info("kNN report written to %s/%s.txt and %s/%s.h5", cfg->control.run_dir, names[i], cfg->control.run_dir,
+               names[i]);
+    }
+    if (t) knn_epochs_add(t, &rep);
   }
   comm_barrier();
   knn_report_free(&rep);
   knn_rowset_free(&rs);
   return 0;
+}
+
+int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struct knn_epochs *t) {
+  const char *dir = cfg->control.run_dir;
+  char name[64], last[64] = "knn";
+  /* Every output is refused or accepted before the first evaluation. */
+  for (int i = 0; i < n && comm_rank() == 0; i++) {
+    snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
+    knn_report_claim(dir, name);
+    if (i == n - 1) knn_report_claim(dir, last);
+  }
+  if (comm_rank() == 0) knn_epochs_claim(dir);
+  struct knn_epochs table;
+  memset(&table, 0, sizeof table);
+  static struct config c;
+  c = *cfg;
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    features_epoch_path(path, sizeof path, dir, "features", epochs[i]);
+    if (strlen(path) >= sizeof c.knn.features)
+      scd_fatal(SCD_EXIT_INPUT, "the path %s is too long; choose a shorter control.run_dir", path);
+    memcpy(c.knn.features, path, strlen(path) + 1);
+    /* The baselines are the same for every epoch: once, with the last. */
+    c.knn.baselines = i == n - 1 ? cfg->knn.baselines : 0;
+    snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
+    const char *names[2] = {name, last};
+    log_info("kNN: features file %d of %d (features.epochs): %s", i + 1, n, path);
+    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &table);
+    if (rc != 0) return rc;
+  }
+  if (comm_rank() == 0) {
+    knn_epochs_write(&table, dir);
+    log_info("kNN per epoch: %d epoch%s in %s/%s", n, n > 1 ? "s" : "", dir, KNN_EPOCHS_FILE);
+    if (t)
+      *t = table;
+    else
+      knn_epochs_free(&table);
+  }
+  comm_barrier();
+  return 0;
+}
+
+int knn_run(const struct config *cfg) {
+  int n;
+  int64_t *epochs = features_epochs_select(cfg, "features", "calculation='features' with the same "
+                                           "features.epochs writes them", &n);
+  if (!epochs) {
+    const char *names[1] = {"knn"};
+    return knn_run_file(cfg, names, 1, NULL);
+  }
+  const int rc = knn_run_epochs(cfg, epochs, n, NULL);
+  free(epochs);
+  return rc;
 }
