@@ -147,9 +147,10 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   free(x);
 }
 
-/* One evaluation: the report goes to run_dir/<names[i]>.txt and .h5 for each name; its numbers to
- * t (rank 0; NULL: none). */
-static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, struct knn_epochs *t) {
+/* One evaluation: the report goes to run_dir/<names[i]>.txt and .h5 for each name, with the note
+ * line `note` (NULL: none); its numbers to t (rank 0; NULL: none). */
+static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, struct knn_epochs *t,
+                        const char *note) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
   const struct device *dev = backend_select(cfg);
@@ -177,6 +178,7 @@ static int knn_run_file(const struct config *cfg, const char *const *names, int 
     fs_input_add(fpath, "features file");
     knn_rowset_split(&rs, cfg, fpath);
   }
+  if (note) add_note(&rep, "  note     : %s\n", note);
   knn_groups_select(&rep, cfg, &rs); /* a column the query file lacks ends the job before any work */
   for (int i = 0; i < nnames && comm_rank() == 0; i++)
     knn_report_claim(cfg->control.run_dir, names[i]); /* before anything is computed for it */
@@ -302,7 +304,10 @@ int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struc
     snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
     const char *names[2] = {name, last};
     log_info("kNN: features file %d of %d (features.epochs): %s", i + 1, n, path);
-    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &table);
+    char note[128];
+    snprintf(note, sizeof note, "baselines: in knn_%04" PRId64 ".txt, the last epoch's (the same for every epoch)",
+             epochs[n - 1]);
+    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &table, i < n - 1 && cfg->knn.baselines ? note : NULL);
     if (rc != 0) return rc;
   }
   if (comm_rank() == 0) {
@@ -323,7 +328,7 @@ int knn_run(const struct config *cfg) {
                                            "features.epochs writes them", &n);
   if (!epochs) {
     const char *names[1] = {"knn"};
-    return knn_run_file(cfg, names, 1, NULL);
+    return knn_run_file(cfg, names, 1, NULL, NULL);
   }
   const int rc = knn_run_epochs(cfg, epochs, n, NULL);
   free(epochs);

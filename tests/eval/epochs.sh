@@ -46,6 +46,10 @@ ls run | grep -q tmp && fail "temporary files left in run"
 cmp -s run/knn.txt run/knn_0002.txt || fail "knn.txt is not the last epoch's report"
 [ "$(grep -Ec '^ +[0-9]+  features_000[0-2]\.h5 ' run/knn_epochs.txt)" = 3 ] || fail "not 3 epoch rows in the table"
 sed 's/^/    | /' run/knn_epochs.txt
+# Each epoch's own network: the features differ.
+nchecks=$((nchecks + 1))
+h5diff -q run/features_0000.h5 run/features_0002.h5 /features /features >/dev/null &&
+  fail "features_0000.h5 and features_0002.h5 are the same: not each epoch's network"
 
 # The same numbers, one checkpoint at a time (the last with the baselines, the others without, as
 # the per-epoch reports).
@@ -56,11 +60,15 @@ for e in 0 1 2; do
   expect_exit 0 "$SCDINO" s$e.nml
   deck knn single$e "" "baselines = $base" >sk$e.nml
   expect_exit 0 "$SCDINO" sk$e.nml
-  nchecks=$((nchecks + 2))
+  nchecks=$((nchecks + 3))
   h5diff run/features_$E.h5 single$e/features_$E.h5 /features /features >/dev/null ||
     fail "features_$E.h5 differs from the single-checkpoint run's"
-  sed "s|single$e/|run/|g" single$e/knn.txt | cmp -s - run/knn_$E.txt ||
-    { fail "knn_$E.txt differs from the single run's knn.txt"; diff single$e/knn.txt run/knn_$E.txt >&2; }
+  # The same report; the earlier epochs' say where the baselines are.
+  note='  note     : baselines: in knn_0002.txt, the last epoch.s \(the same for every epoch\)'
+  [ $e = 2 ] || grep -Eq "^$note$" run/knn_$E.txt || fail "knn_$E.txt does not say where the baselines are"
+  grep -Ev "^$note$" run/knn_$E.txt >k$e.txt
+  sed "s|single$e/|run/|g" single$e/knn.txt | cmp -s - k$e.txt ||
+    { fail "knn_$E.txt differs from the single run's knn.txt"; diff single$e/knn.txt k$e.txt >&2; }
   # Top-1 of the trained features at k = 1, 5, 10: the second column of knn.txt's accuracy table.
   want=$(awk '/^Accuracy in %/ { t = 1; next } t && /^ +[0-9]+[* ] / { printf "%s ", $2; n++ } n == 3 { exit }' \
     single$e/knn.txt)
