@@ -1,5 +1,6 @@
 /* features_epochs.c - &features epochs: which of a run's numbered files (checkpoint_EEEE.h5,
- * features_EEEE.h5) a calculation takes, and calculation='features' for several checkpoints. */
+ * features_EEEE.h5) a calculation takes, and calculation='features' for several checkpoints: those
+ * epochs', or the models of &features checkpoints. */
 #include "build_config.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 #include "core/fsutil.h"
 #include "core/h5util.h"
 #include "core/log.h"
+#include "train/checkpoint.h"
 
 void features_epoch_path(char *buf, size_t n, const char *run_dir, const char *prefix, int64_t epoch) {
   char name[128];
@@ -134,5 +136,45 @@ void features_extract_epochs(const struct config *cfg, const int64_t *epochs, in
     memcpy(c.features.checkpoint, ckpt, strlen(ckpt) + 1);
     log_info("features: checkpoint %d of %d (features.epochs): %s", i + 1, n, ckpt);
     features_extract(&c, last, last_n);
+  }
+}
+
+void features_model_dir(const struct config *cfg, int i, char *buf, size_t n) {
+  char name[CFG_WORDLEN];
+  config_model_name(cfg->features.checkpoints[i], name, sizeof name);
+  fs_join(buf, n, cfg->control.run_dir, name);
+}
+
+void features_extract_models(const struct config *cfg) {
+  const int n = cfg->features.n_checkpoints;
+  static struct config c;
+  c = *cfg;
+  /* Every checkpoint there and every output accepted before the first model runs. */
+  for (int i = 0; i < n; i++) {
+    const char *ckpt = cfg->features.checkpoints[i];
+    int have = comm_rank() == 0 ? fs_exists(ckpt) : 0;
+    comm_bcast(&have, sizeof have, 0);
+    if (!have) scd_fatal(SCD_EXIT_INPUT, "features.checkpoints: checkpoint '%s' not found", ckpt);
+    struct ckpt_info info;
+    checkpoint_read_info(ckpt, &info);
+    char dir[4096], name[64], path[4096];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    features_filename(name, sizeof name, features_checkpoint_epoch(&info));
+    fs_join(path, sizeof path, dir, name);
+    if (comm_rank() == 0)
+      fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT, "a model's features go to "
+                      "control.run_dir/<its file name without .h5>/: choose another run_dir");
+    if (cfg->features.anndata) anndata_check_features(path);
+  }
+  for (int i = 0; i < n; i++) {
+    char dir[4096], path[4096];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    if (strlen(dir) >= sizeof c.control.run_dir)
+      scd_fatal(SCD_EXIT_INPUT, "the path %s is too long; choose a shorter control.run_dir", dir);
+    memcpy(c.control.run_dir, dir, strlen(dir) + 1);
+    snprintf(c.features.checkpoint, sizeof c.features.checkpoint, "%s", cfg->features.checkpoints[i]);
+    log_info("features: model %d of %d (features.checkpoints): %s into %s", i + 1, n, cfg->features.checkpoints[i],
+             dir);
+    features_extract(&c, path, sizeof path);
   }
 }

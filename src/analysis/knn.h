@@ -307,6 +307,38 @@ void knn_epochs_claim(const char *run_dir);
 void knn_epochs_write(const struct knn_epochs *t, const char *run_dir);
 void knn_epochs_free(struct knn_epochs *t);
 
+/* ---- kNN per model of &features checkpoints (knn_run.c, knn_models.c) ------------------------- */
+
+#define KNN_MODELS_FILE "knn_models.txt"
+#define KNN_MODELS_FIRST "==== scdino kNN per model" /* how knn_models.txt begins */
+#define KNN_MAX_MODELS 64
+
+/* The comparison of models on one shard set: each model's trained Top-1 at every k and its
+ * random-init baseline (its own architecture), the raw pixels once (the same rows for all). */
+struct knn_models {
+  int n;
+  char name[KNN_MAX_MODELS][64];      /* run_dir/<name>/ */
+  char key[KNN_MAX_MODELS][64];       /* teacher, student */
+  int64_t epoch[KNN_MAX_MODELS];
+  double top1[KNN_MAX_MODELS][16];
+  int has_random[KNN_MAX_MODELS];
+  char random_label[KNN_MAX_MODELS][64];
+  double random_top1[KNN_MAX_MODELS][16];
+  int has_raw;
+  char raw_label[64];
+  double raw_top1[16];
+  int nk;
+  int64_t k[16];
+  int64_t n_test;
+};
+
+/* Rank 0: add model `name`'s report. */
+void knn_models_add(struct knn_models *t, const char *name, const struct knn_report *rep);
+/* knn_models.txt of run_dir: the text, its claim before the work (exit 2), the atomic write. */
+void knn_models_text(const struct knn_models *t, FILE *f);
+void knn_models_claim(const char *run_dir);
+void knn_models_write(const struct knn_models *t, const char *run_dir);
+
 /* ---- Raw-pixel baseline (knn_pixels.c) -------------------------------------------------------- */
 
 /* Feature vectors of raw pixels for the shard-set images of the rows of f (its index column), as

@@ -147,9 +147,17 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   free(x);
 }
 
+/* Where one evaluation's numbers go besides its report (rank 0): a kNN-vs-epoch table, a
+ * comparison of models (model: its name), or nowhere. */
+struct knn_sink {
+  struct knn_epochs *epochs;
+  struct knn_models *models;
+  const char *model;
+};
+
 /* One evaluation: the report goes to run_dir/<names[i]>.txt and .h5 for each name, with the note
- * line `note` (NULL: none); its numbers to t (rank 0; NULL: none). */
-static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, struct knn_epochs *t,
+ * line `note` (NULL: none); its numbers to sink (NULL: none). */
+static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, const struct knn_sink *sink,
                         const char *note) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
@@ -271,7 +279,8 @@ static int knn_run_file(const struct config *cfg, const char *const *names, int 
       log_info("kNN report written to %s/%s.txt and %s/%s.h5", cfg->control.run_dir, names[i], cfg->control.run_dir,
                names[i]);
     }
-    if (t) knn_epochs_add(t, &rep);
+    if (sink && sink->epochs) knn_epochs_add(sink->epochs, &rep);
+    if (sink && sink->models) knn_models_add(sink->models, sink->model, &rep);
   }
   comm_barrier();
   knn_report_free(&rep);
@@ -307,7 +316,8 @@ int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struc
     char note[128];
     snprintf(note, sizeof note, "baselines: in knn_%04" PRId64 ".txt, the last epoch's (the same for every epoch)",
              epochs[n - 1]);
-    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &table, i < n - 1 && cfg->knn.baselines ? note : NULL);
+    const struct knn_sink sink = {.epochs = &table};
+    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &sink, i < n - 1 && cfg->knn.baselines ? note : NULL);
     if (rc != 0) return rc;
   }
   if (comm_rank() == 0) {
@@ -322,7 +332,57 @@ int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struc
   return 0;
 }
 
+/* &features checkpoints: each model's newest run_dir/<name>/features_EEEE.h5 into its
+ * run_dir/<name>/knn.txt, knn.h5, and the comparison run_dir/knn_models.txt. */
+static int knn_run_models(const struct config *cfg) {
+  const int n = cfg->features.n_checkpoints;
+  static struct config c;
+  c = *cfg;
+  static struct knn_models table;
+  memset(&table, 0, sizeof table);
+  char (*files)[4096] = xmalloc((size_t)n * sizeof *files);
+  /* Every model's features file there and every output accepted before the first evaluation. */
+  for (int i = 0; i < n; i++) {
+    char dir[4096];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    if (comm_rank() == 0) {
+      int64_t epoch;
+      if (features_find_latest(dir, files[i], sizeof files[i], &epoch) != 0)
+        scd_fatal(SCD_EXIT_INPUT, "features.checkpoints: %s holds no features_EEEE.h5 of model '%s' (run "
+                  "calculation='features' with the same checkpoints first)", dir, cfg->features.checkpoints[i]);
+      knn_report_claim(dir, "knn");
+    }
+    comm_bcast(files[i], sizeof files[i], 0);
+  }
+  if (comm_rank() == 0) knn_models_claim(cfg->control.run_dir);
+  for (int i = 0; i < n; i++) {
+    char dir[4096], name[CFG_WORDLEN];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    config_model_name(cfg->features.checkpoints[i], name, sizeof name);
+    if (strlen(dir) >= sizeof c.control.run_dir || strlen(files[i]) >= sizeof c.knn.features)
+      scd_fatal(SCD_EXIT_INPUT, "the path %s is too long; choose a shorter control.run_dir", files[i]);
+    memcpy(c.control.run_dir, dir, strlen(dir) + 1);
+    memcpy(c.knn.features, files[i], strlen(files[i]) + 1);
+    log_info("kNN: model %d of %d (features.checkpoints): %s", i + 1, n, files[i]);
+    const char *names[1] = {"knn"};
+    const struct knn_sink sink = {.models = &table, .model = name};
+    const int rc = knn_run_file(&c, names, 1, &sink, NULL);
+    if (rc != 0) {
+      free(files);
+      return rc;
+    }
+  }
+  free(files);
+  if (comm_rank() == 0) {
+    knn_models_write(&table, cfg->control.run_dir);
+    log_info("kNN per model: %d model%s in %s/%s", n, n > 1 ? "s" : "", cfg->control.run_dir, KNN_MODELS_FILE);
+  }
+  comm_barrier();
+  return 0;
+}
+
 int knn_run(const struct config *cfg) {
+  if (cfg->features.n_checkpoints > 0) return knn_run_models(cfg);
   int n;
   int64_t *epochs = features_epochs_select(cfg, "features", "calculation='features' with the same "
                                            "features.epochs writes them", &n);

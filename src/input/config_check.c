@@ -372,6 +372,50 @@ static void check_epochs(const struct checker *c) {
   if (freq <= 0) report(c, fq, ep, "saveckp_freq = 0 keeps no checkpoint_EEEE.h5 for features.epochs = 'all'");
 }
 
+void config_model_name(const char *checkpoint, char *buf, size_t n) {
+  const char *base = strrchr(checkpoint, '/');
+  base = base ? base + 1 : checkpoint;
+  size_t len = strlen(base);
+  if (len > 3 && !strcmp(base + len - 3, ".h5")) len -= 3;
+  snprintf(buf, n, "%.*s", (int)len, base);
+}
+
+/* &features checkpoints: distinct names, and no other choice of the files beside it. */
+static void check_models(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *m = config_key("features", "checkpoints"), *ep = config_key("features", "epochs"),
+                       *ck = config_key("features", "checkpoint"), *kf = config_key("knn", "features"),
+                       *ref = config_key("knn", "reference");
+  if (bad(c, m) || cfg->features.n_checkpoints == 0) return;
+  char names[64][CFG_WORDLEN];
+  for (int i = 0; i < cfg->features.n_checkpoints; i++) {
+    const char *p = cfg->features.checkpoints[i];
+    config_model_name(p, names[i], sizeof names[i]);
+    if (!names[i][0] || !strcmp(names[i], ".") || !strcmp(names[i], "..")) {
+      report(c, m, NULL, "checkpoints = '%s' names no file", p);
+      return;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(names[i], names[j])) {
+        report(c, m, NULL, "checkpoints '%s' and '%s' would both write run_dir/%s/: give files of distinct names",
+               cfg->features.checkpoints[j], p, names[i]);
+        return;
+      }
+  }
+  if (!bad(c, ep) && cfg->features.n_epochs > 0 && strcmp(cfg->features.epochs[0], "last") != 0)
+    report(c, ep, m, "features.epochs chooses run_dir's checkpoints and checkpoints names models: give one of them");
+  else if (!bad(c, ck) && cfg->features.checkpoint[0])
+    report(c, ck, m, "features.checkpoint names one model and checkpoints several: give one of them");
+  else if (!bad(c, kf) && cfg->knn.features[0] && calc_is(cfg, "knn", NULL))
+    report(c, kf, m, "knn.features names one features file, but checkpoints evaluates run_dir/<name>/'s: give one "
+           "of them");
+  else if (!bad(c, ref) && cfg->knn.reference[0] && calc_is(cfg, "knn", NULL))
+    report(c, ref, m, "knn.reference / knn.query take two given files, not features.checkpoints: give one of them");
+  else if (calc_is(cfg, "pipeline", "pipeline"))
+    report(c, m, NULL, "checkpoints is for calculation = 'features' and 'knn' (a %s evaluates what it trains)",
+           cfg->control.calculation);
+}
+
 /* Whether two spellings of a folder are the same string ("run", "run/", "./run"). */
 static int same_dir_name(const char *a, const char *b) {
   while (a[0] == '.' && a[1] == '/') a += 2;
@@ -553,5 +597,6 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_study(&c);
   check_heldout(&c);
   check_epochs(&c);
+  check_models(&c);
   check_metrics_file(&c);
 }

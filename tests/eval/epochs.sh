@@ -113,7 +113,7 @@ grep -E '^ +(0|2)  features_' run/knn_epochs.txt | sed 's/^ *//' | cmp -s - l.ro
 mkdir -p last && cp run/checkpoint.h5 last/ || exit 99
 deck features last >f1.nml
 expect_exit 0 "$SCDINO" f1.nml
-expect_nogrep 'features.epochs'
+expect_nogrep '\(features.epochs\)'
 deck knn last >k1.nml
 expect_exit 0 "$SCDINO" k1.nml
 nchecks=$((nchecks + 2))
