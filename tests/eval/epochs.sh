@@ -2,9 +2,10 @@
 # tests/eval/epochs.sh - &features epochs: a tiny run of 3 epochs keeping every checkpoint_EEEE.h5,
 # then calculation='features' and 'knn' with epochs = 'all' (three features files and reports, a
 # kNN-vs-epoch table whose numbers are those of three single-checkpoint runs with &features
-# checkpoint and &knn features), a list, 'last' as before (one file, no per-epoch outputs), the
-# errors (an epoch without its file, a bad word, a list beside features.checkpoint), and a pipeline
-# with epochs = 'all' whose table in pipeline.txt is the standalone one.
+# checkpoint and &knn features; the same on two ranks; its plot), a list, 'last' as before (one
+# file, no per-epoch outputs), the errors (an epoch without its file, a bad word, a list beside
+# features.checkpoint), and a pipeline with epochs = 'all' whose table in pipeline.txt is the
+# standalone one.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/cli/train_lib.sh"
 scratch epochs_sh
@@ -96,6 +97,18 @@ if [ "$PYTHON3" != none ] && "$PYTHON3" -c 'import matplotlib, h5py' 2>/dev/null
   expect_grep '^plot_run.py: damaged/knn_epochs.txt: .*line 4 is not a row of the table'
 else
   echo "note: plot check not run (no Python with matplotlib)"
+fi
+
+# Two ranks: the same files and table.
+if [ "$MPIEXEC" != none ]; then
+  mkdir -p two && cp run/checkpoint_000?.h5 two/ || exit 99
+  deck features two "epochs = 'all'" >f2.nml
+  expect_exit 0 $MPIEXEC -n 2 "$SCDINO" f2.nml
+  deck knn two "epochs = 'all'" >k2.nml
+  expect_exit 0 $MPIEXEC -n 2 "$SCDINO" k2.nml
+  nchecks=$((nchecks + 2))
+  h5diff run/features_0001.h5 two/features_0001.h5 /features /features >/dev/null || fail "2 ranks: other features"
+  sed 's|two/|run/|g' two/knn_epochs.txt | cmp -s - run/knn_epochs.txt || fail "2 ranks: another knn_epochs.txt"
 fi
 
 # A list, in any order: those epochs, ascending, the same rows.
