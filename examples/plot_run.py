@@ -11,6 +11,8 @@
   knn.png         kNN: confusion matrix of the trained features at the report's k (row-normalised,
                   counts written in the cells) and Top-1 accuracy against k for every feature set
                   (RUN_DIR/knn.h5)
+  knn_epochs.png  kNN Top-1 against the epoch at every k, the baselines as horizontal lines
+                  (RUN_DIR/knn_epochs.txt, written with &features epochs)
   attention.png   attention overlays: for each image (every class's first before any second), its
                   input channels as a grey mean, and over it the mean over heads and each head's
                   CLS-to-patch map (RUN_DIR/attention.h5, the larger image size)
@@ -48,7 +50,7 @@ try:
     import matplotlib.pyplot as plt
 except ImportError as e:  # pragma: no cover - depends on the installation
     sys.exit(f"{TOOL}: needs h5py, numpy and matplotlib ({e})")
-PLOTS = ("loss.png", "embedding.png", "knn.png", "attention.png")
+PLOTS = ("loss.png", "embedding.png", "knn.png", "knn_epochs.png", "attention.png")
 
 
 def text(v):
@@ -307,6 +309,64 @@ def draw_knn(ks, names, table_k, cm, sets, n_test):
     return fig
 
 
+# ---- kNN per epoch --------------------------------------------------------------------------------
+def read_knn_epochs(path):
+    """knn_epochs.txt (doc/formats.md §6): the k, the epochs with their Top-1 per k, and the
+    baselines (label, Top-1 per k)."""
+    ks, epochs, top1, base = None, [], [], []
+    in_base = False
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("==== scdino kNN per epoch"):
+        raise bad_data(path, "not a kNN-vs-epoch table (first line)")
+    for n, line in enumerate(lines[1:], 2):
+        w = line.split()
+        if not w:
+            continue
+        if w[0] == "epoch" and ks is None:
+            ks = [int(x[2:]) for x in w if x.startswith("k=")]
+        elif w[0] == "baselines":
+            in_base = True
+        elif ks is not None and not in_base and re.fullmatch(r"\d+", w[0]) and len(w) == 2 + len(ks):
+            epochs.append(int(w[0]))
+            top1.append([float(x) for x in w[2:]])
+        elif ks is not None and in_base and len(w) > len(ks):
+            base.append((" ".join(w[:-len(ks)]), [float(x) for x in w[-len(ks):]]))
+        elif ks is not None and w[0] != "kNN":
+            raise bad_data(path, "line %d is not a row of the table" % n)
+    if not ks or not epochs:
+        raise bad_data(path, "no k columns or no epoch rows")
+    return ks, epochs, np.array(top1), base
+
+
+def plot_knn_epochs(run_dir, out_dir):
+    path = os.path.join(run_dir, "knn_epochs.txt")
+    if not os.path.exists(path):
+        return False  # a run of one epoch's kNN has none: nothing to say
+    need_file(path)
+    with reading(path, "the kNN-vs-epoch table"):
+        ks, epochs, top1, base = read_knn_epochs(path)
+        save(draw_knn_epochs(ks, epochs, top1, base), out_dir, "knn_epochs.png")
+    return True
+
+
+def draw_knn_epochs(ks, epochs, top1, base):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for j, k in enumerate(ks):
+        ax.plot(epochs, top1[:, j], "o-", color="C%d" % j, label="trained, k = %d" % k)
+    for i, (label, v) in enumerate(base):
+        ax.axhline(max(v), color="0.%d" % (3 + 2 * (i % 3)), lw=1, ls="--", label="%s (best k)" % label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("Top-1 accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xticks(epochs if len(epochs) <= 20 else epochs[::max(1, len(epochs) // 20)])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("weighted kNN per saved epoch", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # ---- attention ----------------------------------------------------------------------------------
 def plot_attention(run_dir, out_dir, max_images):
     path = os.path.join(run_dir, "attention.h5")
@@ -384,12 +444,12 @@ def main():
     if a.features:
         need_file(a.features)
     out = a.out or os.path.join(a.run_dir, "plots")
-    inputs = [os.path.join(a.run_dir, n) for n in ("log.txt", "knn.h5", "attention.h5")] + \
+    inputs = [os.path.join(a.run_dir, n) for n in ("log.txt", "knn.h5", "knn_epochs.txt", "attention.h5")] + \
         [a.features or newest_features(a.run_dir)]
     for name in PLOTS:
         distinct_output(os.path.join(out, name), inputs)
     done = [plot_loss(a.run_dir, out), plot_embedding(a.run_dir, out, a.features, a.embedding, a.max_points),
-            plot_knn(a.run_dir, out), plot_attention(a.run_dir, out, a.attention_images)]
+            plot_knn(a.run_dir, out), plot_knn_epochs(a.run_dir, out), plot_attention(a.run_dir, out, a.attention_images)]
     if not any(done):
         raise ToolError(EXIT_FAILURE, a.run_dir,
                         "nothing to draw (no log.txt epochs, features, knn.h5 or attention.h5)")

@@ -212,6 +212,32 @@ void features_checkpoint_path(const struct config *cfg, char *buf, size_t n);
 void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
                               const struct features_prep *prep, struct vit_dims *d, int64_t *epoch);
 
+/* The EEEE of features_EEEE.h5 for a checkpoint (its last finished epoch, 0-based; 0 when it
+ * records none). */
+struct ckpt_info;
+int64_t features_checkpoint_epoch(const struct ckpt_info *info);
+
+/* ---- &features epochs and checkpoints: several checkpoints (features_epochs.c) --------------- */
+
+/* run_dir/<prefix>_EEEE.h5 (prefix "checkpoint" or "features"). */
+void features_epoch_path(char *buf, size_t n, const char *run_dir, const char *prefix, int64_t epoch);
+/* Collective: the epochs features.epochs chooses among run_dir's <prefix>_EEEE.h5, ascending, *n of
+ * them (malloc'd); NULL for 'last' (one file, as features.checkpoint / knn.features say).  'all'
+ * with none there, or a listed epoch whose file is not there, ends the run (exit 2) naming the
+ * file, the epochs there and hint (what makes the files). */
+int64_t *features_epochs_select(const struct config *cfg, const char *prefix, const char *hint, int *n);
+/* Collective: run_dir/features_EEEE.h5 (and its .h5ad with features.anndata) of every epoch may
+ * be written (fs_output_claim; hint says how to choose other names). */
+void features_epochs_claim(const struct config *cfg, const int64_t *epochs, int n, const char *hint);
+/* Collective: features_extract for run_dir/checkpoint_EEEE.h5 of each epoch, in order, once every
+ * output was claimed; last gets the path of the last file written. */
+void features_extract_epochs(const struct config *cfg, const int64_t *epochs, int n, char *last, size_t last_n);
+/* run_dir/<name> of model i of features.checkpoints (config_model_name). */
+void features_model_dir(const struct config *cfg, int i, char *buf, size_t n);
+/* Collective: features_extract for every model of features.checkpoints into its run_dir/<name>/,
+ * once every checkpoint was found (exit 2 naming a missing one) and every output claimed. */
+void features_extract_models(const struct config *cfg);
+
 /* The random-init kNN baseline: features of a fresh network of the architecture of f's
  * checkpoint (seed control.seed) for the rows of f, preprocessed as the &features keys say.
  * Collective; every rank gets [f->n][*dim].  Returns NULL with the reason in why when it cannot

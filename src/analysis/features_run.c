@@ -110,14 +110,15 @@ void features_checkpoint_dims(const struct config *cfg, const char *checkpoint,
   if (d->in_chans != prep->nsel)
     scd_fatal(SCD_EXIT_INPUT, "checkpoint %s holds a network for %d channels, but data.channels selects %d",
               checkpoint, d->in_chans, prep->nsel);
+  *epoch = features_checkpoint_epoch(&info);
+}
+
+int64_t features_checkpoint_epoch(const struct ckpt_info *info) {
   /* checkpoint_EEEE.h5 holds epoch = EEEE + 1 (the next epoch to run); a checkpoint written inside
    * an epoch is numbered by that epoch. */
-  if (info.epoch < 0)
-    *epoch = 0;
-  else if (info.iteration > 0)
-    *epoch = info.epoch;
-  else
-    *epoch = info.epoch > 0 ? info.epoch - 1 : 0;
+  if (info->epoch < 0) return 0;
+  if (info->iteration > 0) return info->epoch;
+  return info->epoch > 0 ? info->epoch - 1 : 0;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -293,7 +294,16 @@ void features_extract(const struct config *cfg, char *out_path, size_t out_n) {
 
 int features_run(const struct config *cfg) {
   char path[4096];
-  features_extract(cfg, path, sizeof path);
+  int n;
+  int64_t *epochs = features_epochs_select(cfg, "checkpoint", "calculation='train' keeps them every "
+                                           "training.saveckp_freq epochs and at the last", &n);
+  if (cfg->features.n_checkpoints > 0)
+    features_extract_models(cfg);
+  else if (epochs)
+    features_extract_epochs(cfg, epochs, n, path, sizeof path);
+  else
+    features_extract(cfg, path, sizeof path);
+  free(epochs);
   return 0;
 }
 

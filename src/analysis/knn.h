@@ -263,13 +263,81 @@ int64_t knn_report_pick_k(const struct knn_report *rep, int64_t want);
  * "Run: ...", "{k}-NN Top1: X, Top2: Y" (integers, rounded half to even like Python's round)
  * and "----", and ends with the confusion matrix; full=0 is the stdout table. */
 void knn_report_text(const struct knn_report *rep, FILE *f, int full);
-/* Write run_dir/knn.txt and run_dir/knn.h5 atomically (one rank calls it). */
-void knn_report_write(const struct knn_report *rep, const char *run_dir);
-/* Before the evaluation, on the rank that will write them: end the job (exit 2) when knn.txt or
- * knn.h5 of run_dir would replace an input of the run or a file that is not a kNN report
+/* Write run_dir/<name>.txt and run_dir/<name>.h5 atomically (one rank calls it); name "knn", or
+ * "knn_EEEE" for one epoch of features.epochs. */
+void knn_report_write(const struct knn_report *rep, const char *run_dir, const char *name);
+/* Before the evaluation, on the rank that will write them: end the job (exit 2) when <name>.txt or
+ * <name>.h5 of run_dir would replace an input of the run or a file that is not a kNN report
  * (core/fsutil.h, fs_output_claim). */
-void knn_report_claim(const char *run_dir);
+void knn_report_claim(const char *run_dir, const char *name);
 void knn_report_free(struct knn_report *rep);
+
+/* ---- kNN per epoch (knn_run.c, knn_epochs.c) ------------------------------------------------- */
+
+#define KNN_EPOCHS_FILE "knn_epochs.txt"
+#define KNN_EPOCHS_FIRST "==== scdino kNN per epoch" /* how knn_epochs.txt begins */
+
+/* The kNN-vs-epoch table: the trained features' Top-1 at every k for each epoch, and the
+ * baselines' once (they do not depend on the epoch: the same rows, the same random network). */
+struct knn_epochs {
+  int n;                     /* epochs */
+  int64_t *epoch;            /* [n] */
+  double (*top1)[16];        /* [n][nk] percent */
+  int nk;
+  int64_t k[16];
+  char key[64];              /* the network (teacher, student) */
+  int64_t n_test;            /* query rows */
+  int nbase;                 /* baselines */
+  char base_label[KNN_MAX_SETS][64];
+  double base_top1[KNN_MAX_SETS][16];
+};
+
+/* Collective: calculation='knn' over run_dir/features_EEEE.h5 of each epoch (ascending): the report
+ * knn_EEEE.txt / knn_EEEE.h5 of each, the last one's also as knn.txt / knn.h5 and with the
+ * baselines (knn.baselines; computed once), and the table run_dir/knn_epochs.txt; every output is
+ * claimed before any work.  t (rank 0; NULL: not wanted) gets the table (knn_epochs_free). */
+int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struct knn_epochs *t);
+/* Rank 0: add a report's row (its sets[0]) and, when it has them, its baselines. */
+void knn_epochs_add(struct knn_epochs *t, const struct knn_report *rep);
+/* The table as text: for knn_epochs.txt (and pipeline.txt, indented by indent spaces). */
+void knn_epochs_text(const struct knn_epochs *t, FILE *f, int indent);
+/* knn_epochs.txt of run_dir: claim it before the work (exit 2 when it may not be written), write
+ * it atomically. */
+void knn_epochs_claim(const char *run_dir);
+void knn_epochs_write(const struct knn_epochs *t, const char *run_dir);
+void knn_epochs_free(struct knn_epochs *t);
+
+/* ---- kNN per model of &features checkpoints (knn_run.c, knn_models.c) ------------------------- */
+
+#define KNN_MODELS_FILE "knn_models.txt"
+#define KNN_MODELS_FIRST "==== scdino kNN per model" /* how knn_models.txt begins */
+#define KNN_MAX_MODELS 64
+
+/* The comparison of models on one shard set: each model's trained Top-1 at every k and its
+ * random-init baseline (its own architecture), the raw pixels once (the same rows for all). */
+struct knn_models {
+  int n;
+  char name[KNN_MAX_MODELS][64];      /* run_dir/<name>/ */
+  char key[KNN_MAX_MODELS][64];       /* teacher, student */
+  int64_t epoch[KNN_MAX_MODELS];
+  double top1[KNN_MAX_MODELS][16];
+  int has_random[KNN_MAX_MODELS];
+  char random_label[KNN_MAX_MODELS][64];
+  double random_top1[KNN_MAX_MODELS][16];
+  int has_raw;
+  char raw_label[64];
+  double raw_top1[16];
+  int nk;
+  int64_t k[16];
+  int64_t n_test;
+};
+
+/* Rank 0: add model `name`'s report. */
+void knn_models_add(struct knn_models *t, const char *name, const struct knn_report *rep);
+/* knn_models.txt of run_dir: the text, its claim before the work (exit 2), the atomic write. */
+void knn_models_text(const struct knn_models *t, FILE *f);
+void knn_models_claim(const char *run_dir);
+void knn_models_write(const struct knn_models *t, const char *run_dir);
 
 /* ---- Raw-pixel baseline (knn_pixels.c) -------------------------------------------------------- */
 

@@ -287,23 +287,27 @@ static void write_h5(const struct knn_report *rep, const char *path) {
   h5util_image_save(fid, &img, "kNN report", path);
 }
 
-void knn_report_write(const struct knn_report *rep, const char *run_dir) {
-  char path[4096];
+void knn_report_write(const struct knn_report *rep, const char *run_dir, const char *name) {
+  char path[4096], file[128];
   fs_mkdir_p(run_dir);
-  fs_join(path, sizeof path, run_dir, "knn.txt");
+  snprintf(file, sizeof file, "%s.txt", name);
+  fs_join(path, sizeof path, run_dir, file);
   struct fs_mem txt;
   knn_report_text(rep, fs_mem_begin(&txt), 1);
   fs_mem_commit(&txt, "kNN report", path);
 
-  fs_join(path, sizeof path, run_dir, "knn.h5");
+  snprintf(file, sizeof file, "%s.h5", name);
+  fs_join(path, sizeof path, run_dir, file);
   write_h5(rep, path);
 }
 
-void knn_report_claim(const char *run_dir) {
+void knn_report_claim(const char *run_dir, const char *name) {
   static const char hint[] = "the kNN report goes to control.run_dir: choose another run_dir";
-  char path[4096];
-  fs_output_claim(fs_join(path, sizeof path, run_dir, "knn.txt"), "kNN report", fs_own_text, KNN_TXT_FIRST, hint);
-  fs_output_claim(fs_join(path, sizeof path, run_dir, "knn.h5"), "kNN report", h5util_own_format, KNN_FORMAT, hint);
+  char path[4096], file[128];
+  snprintf(file, sizeof file, "%s.txt", name);
+  fs_output_claim(fs_join(path, sizeof path, run_dir, file), "kNN report", fs_own_text, KNN_TXT_FIRST, hint);
+  snprintf(file, sizeof file, "%s.h5", name);
+  fs_output_claim(fs_join(path, sizeof path, run_dir, file), "kNN report", h5util_own_format, KNN_FORMAT, hint);
 }
 
 void knn_report_free(struct knn_report *rep) {

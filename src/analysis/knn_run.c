@@ -147,7 +147,18 @@ static void random_init_baseline(const struct config *cfg, struct knn_report *re
   free(x);
 }
 
-int knn_run(const struct config *cfg) {
+/* Where one evaluation's numbers go besides its report (rank 0): a kNN-vs-epoch table, a
+ * comparison of models (model: its name), or nowhere. */
+struct knn_sink {
+  struct knn_epochs *epochs;
+  struct knn_models *models;
+  const char *model;
+};
+
+/* One evaluation: the report goes to run_dir/<names[i]>.txt and .h5 for each name, with the note
+ * line `note` (NULL: none); its numbers to sink (NULL: none). */
+static int knn_run_file(const struct config *cfg, const char *const *names, int nnames, const struct knn_sink *sink,
+                        const char *note) {
   progress_seconds = cfg->control.progress_seconds;
   /* On a GPU the similarity GEMMs and the neighbour selection run there (the same lists). */
   const struct device *dev = backend_select(cfg);
@@ -175,8 +186,10 @@ int knn_run(const struct config *cfg) {
     fs_input_add(fpath, "features file");
     knn_rowset_split(&rs, cfg, fpath);
   }
+  if (note) add_note(&rep, "  note     : %s\n", note);
   knn_groups_select(&rep, cfg, &rs); /* a column the query file lacks ends the job before any work */
-  if (comm_rank() == 0) knn_report_claim(cfg->control.run_dir); /* before anything is computed for it */
+  for (int i = 0; i < nnames && comm_rank() == 0; i++)
+    knn_report_claim(cfg->control.run_dir, names[i]); /* before anything is computed for it */
   double t0 = wtime();
   const struct features *f = &rs.ref;
   if (rs.pair)
@@ -261,11 +274,123 @@ int knn_run(const struct config *cfg) {
       log_raw("\n");
       fflush(stdout);
     }
-    knn_report_write(&rep, cfg->control.run_dir);
-    log_info("kNN report written to %s/knn.txt and %s/knn.h5", cfg->control.run_dir, cfg->control.run_dir);
+    for (int i = 0; i < nnames; i++) {
+      knn_report_write(&rep, cfg->control.run_dir, names[i]);
+      log_info("kNN report written to %s/%s.txt and %s/%s.h5", cfg->control.run_dir, names[i], cfg->control.run_dir,
+               names[i]);
+    }
+    if (sink && sink->epochs) knn_epochs_add(sink->epochs, &rep);
+    if (sink && sink->models) knn_models_add(sink->models, sink->model, &rep);
   }
   comm_barrier();
   knn_report_free(&rep);
   knn_rowset_free(&rs);
   return 0;
+}
+
+int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struct knn_epochs *t) {
+  const char *dir = cfg->control.run_dir;
+  char name[64], last[64] = "knn";
+  /* Every output is refused or accepted before the first evaluation. */
+  for (int i = 0; i < n && comm_rank() == 0; i++) {
+    snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
+    knn_report_claim(dir, name);
+    if (i == n - 1) knn_report_claim(dir, last);
+  }
+  if (comm_rank() == 0) knn_epochs_claim(dir);
+  struct knn_epochs table;
+  memset(&table, 0, sizeof table);
+  static struct config c;
+  c = *cfg;
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    features_epoch_path(path, sizeof path, dir, "features", epochs[i]);
+    if (strlen(path) >= sizeof c.knn.features)
+      scd_fatal(SCD_EXIT_INPUT, "the path %s is too long; choose a shorter control.run_dir", path);
+    memcpy(c.knn.features, path, strlen(path) + 1);
+    /* The baselines are the same for every epoch: once, with the last. */
+    c.knn.baselines = i == n - 1 ? cfg->knn.baselines : 0;
+    snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
+    const char *names[2] = {name, last};
+    log_info("kNN: features file %d of %d (features.epochs): %s", i + 1, n, path);
+    char note[128];
+    snprintf(note, sizeof note, "baselines: in knn_%04" PRId64 ".txt, the last epoch's (the same for every epoch)",
+             epochs[n - 1]);
+    const struct knn_sink sink = {.epochs = &table};
+    const int rc = knn_run_file(&c, names, i == n - 1 ? 2 : 1, &sink, i < n - 1 && cfg->knn.baselines ? note : NULL);
+    if (rc != 0) return rc;
+  }
+  if (comm_rank() == 0) {
+    knn_epochs_write(&table, dir);
+    log_info("kNN per epoch: %d epoch%s in %s/%s", n, n > 1 ? "s" : "", dir, KNN_EPOCHS_FILE);
+    if (t)
+      *t = table;
+    else
+      knn_epochs_free(&table);
+  }
+  comm_barrier();
+  return 0;
+}
+
+/* &features checkpoints: each model's newest run_dir/<name>/features_EEEE.h5 into its
+ * run_dir/<name>/knn.txt, knn.h5, and the comparison run_dir/knn_models.txt. */
+static int knn_run_models(const struct config *cfg) {
+  const int n = cfg->features.n_checkpoints;
+  static struct config c;
+  c = *cfg;
+  static struct knn_models table;
+  memset(&table, 0, sizeof table);
+  char (*files)[4096] = xmalloc((size_t)n * sizeof *files);
+  /* Every model's features file there and every output accepted before the first evaluation. */
+  for (int i = 0; i < n; i++) {
+    char dir[4096];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    if (comm_rank() == 0) {
+      int64_t epoch;
+      if (features_find_latest(dir, files[i], sizeof files[i], &epoch) != 0)
+        scd_fatal(SCD_EXIT_INPUT, "features.checkpoints: %s holds no features_EEEE.h5 of model '%s' (run "
+                  "calculation='features' with the same checkpoints first)", dir, cfg->features.checkpoints[i]);
+      knn_report_claim(dir, "knn");
+    }
+    comm_bcast(files[i], sizeof files[i], 0);
+  }
+  if (comm_rank() == 0) knn_models_claim(cfg->control.run_dir);
+  for (int i = 0; i < n; i++) {
+    char dir[4096], name[CFG_WORDLEN];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    config_model_name(cfg->features.checkpoints[i], name, sizeof name);
+    if (strlen(dir) >= sizeof c.control.run_dir || strlen(files[i]) >= sizeof c.knn.features)
+      scd_fatal(SCD_EXIT_INPUT, "the path %s is too long; choose a shorter control.run_dir", files[i]);
+    memcpy(c.control.run_dir, dir, strlen(dir) + 1);
+    memcpy(c.knn.features, files[i], strlen(files[i]) + 1);
+    log_info("kNN: model %d of %d (features.checkpoints): %s", i + 1, n, files[i]);
+    const char *names[1] = {"knn"};
+    const struct knn_sink sink = {.models = &table, .model = name};
+    const int rc = knn_run_file(&c, names, 1, &sink, NULL);
+    if (rc != 0) {
+      free(files);
+      return rc;
+    }
+  }
+  free(files);
+  if (comm_rank() == 0) {
+    knn_models_write(&table, cfg->control.run_dir);
+    log_info("kNN per model: %d model%s in %s/%s", n, n > 1 ? "s" : "", cfg->control.run_dir, KNN_MODELS_FILE);
+  }
+  comm_barrier();
+  return 0;
+}
+
+int knn_run(const struct config *cfg) {
+  if (cfg->features.n_checkpoints > 0) return knn_run_models(cfg);
+  int n;
+  int64_t *epochs = features_epochs_select(cfg, "features", "calculation='features' with the same "
+                                           "features.epochs writes them", &n);
+  if (!epochs) {
+    const char *names[1] = {"knn"};
+    return knn_run_file(cfg, names, 1, NULL, NULL);
+  }
+  const int rc = knn_run_epochs(cfg, epochs, n, NULL);
+  free(epochs);
+  return rc;
 }

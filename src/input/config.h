@@ -139,6 +139,9 @@ void config_help_markdown(FILE *f);
  * between README.md's scdino-map markers). */
 void config_help_scdino_map(FILE *f);
 /* Derived values used everywhere. */
+/* A model of &features checkpoints by name: the file's name without its folder and a final ".h5"
+ * ("models/dino_vits16.pth.h5" -> "dino_vits16.pth"); its outputs go to run_dir/<name>/. */
+void config_model_name(const char *checkpoint, char *buf, size_t n);
 int config_embed_dim(const struct config *cfg); /* arch -> D */
 int config_depth(const struct config *cfg);
 int config_num_heads(const struct config *cfg);

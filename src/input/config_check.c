@@ -320,6 +320,108 @@ static void check_heldout(const struct checker *c) {
   }
 }
 
+/* &features epochs: 'last', 'all' or distinct epoch numbers; with a list or 'all' the files are
+ * run_dir's, so a single file named by the deck contradicts it; a pipeline's listed epochs must be
+ * ones its training keeps (checkpoint_EEEE.h5: EEEE % saveckp_freq == 0, or the last epoch). */
+static void check_epochs(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *ep = config_key("features", "epochs"), *calc = config_key("control", "calculation");
+  if (bad(c, ep) || bad(c, calc)) return;
+  const int n = cfg->features.n_epochs;
+  for (int i = 0; i < n; i++) {
+    const char *w = cfg->features.epochs[i];
+    if (!strcmp(w, "last") || !strcmp(w, "all")) {
+      if (n > 1) {
+        report(c, ep, NULL, "epochs = '%s' stands alone, not beside other values", w);
+        return;
+      }
+      continue;
+    }
+    size_t len = strspn(w, "0123456789");
+    if (len == 0 || w[len] != '\0' || len > 9) {
+      report(c, ep, NULL, "epochs = '%s': give 'last', 'all' or 0-based epoch numbers (e.g. epochs = '0', '5', '9')", w);
+      return;
+    }
+    for (int j = 0; j < i; j++)
+      if (strtol(cfg->features.epochs[j], NULL, 10) == strtol(w, NULL, 10)) {
+        report(c, ep, NULL, "epochs names epoch %ld twice", strtol(w, NULL, 10));
+        return;
+      }
+  }
+  if (n == 0) {
+    report(c, ep, NULL, "epochs is empty: give 'last', 'all' or epoch numbers");
+    return;
+  }
+  if (!strcmp(cfg->features.epochs[0], "last")) return;
+  const struct cfg_key *ck = config_key("features", "checkpoint"), *kf = config_key("knn", "features"),
+                       *ref = config_key("knn", "reference");
+  if (calc_is(cfg, "features", NULL) && !bad(c, ck) && cfg->features.checkpoint[0])
+    report(c, ck, ep, "features.checkpoint names one checkpoint, but epochs = '%s' chooses run_dir's "
+           "checkpoint_EEEE.h5: give one of them", cfg->features.epochs[0]);
+  if (calc_is(cfg, "knn", NULL) && !bad(c, kf) && cfg->knn.features[0])
+    report(c, kf, ep, "knn.features names one features file, but features.epochs = '%s' chooses run_dir's "
+           "features_EEEE.h5: give one of them", cfg->features.epochs[0]);
+  if (calc_is(cfg, "knn", NULL) && !bad(c, ref) && cfg->knn.reference[0])
+    report(c, ref, ep, "knn.reference / knn.query take two given files; features.epochs = '%s' is for run_dir's "
+           "features_EEEE.h5: give one of them", cfg->features.epochs[0]);
+  const struct cfg_key *ne = config_key("training", "epochs"), *fq = config_key("training", "saveckp_freq");
+  if (!calc_is(cfg, "pipeline", "pipeline") || bad(c, ne) || bad(c, fq)) return;
+  const long epochs = cfg->training.epochs, freq = cfg->training.saveckp_freq;
+  for (int i = 0; i < n && strcmp(cfg->features.epochs[0], "all") != 0; i++) {
+    const long e = strtol(cfg->features.epochs[i], NULL, 10);
+    if (e >= epochs || freq <= 0 || (e % freq != 0 && e != epochs - 1)) {
+      report(c, ep, fq, "epochs names epoch %ld, but the training (epochs = %ld, saveckp_freq = %ld) keeps no "
+             "checkpoint_%04ld.h5", e, epochs, freq, e);
+      return;
+    }
+  }
+  if (freq <= 0) report(c, fq, ep, "saveckp_freq = 0 keeps no checkpoint_EEEE.h5 for features.epochs = 'all'");
+}
+
+void config_model_name(const char *checkpoint, char *buf, size_t n) {
+  const char *base = strrchr(checkpoint, '/');
+  base = base ? base + 1 : checkpoint;
+  size_t len = strlen(base);
+  if (len > 3 && !strcmp(base + len - 3, ".h5")) len -= 3;
+  snprintf(buf, n, "%.*s", (int)len, base);
+}
+
+/* &features checkpoints: distinct names, and no other choice of the files beside it. */
+static void check_models(const struct checker *c) {
+  const struct config *cfg = c->cfg;
+  const struct cfg_key *m = config_key("features", "checkpoints"), *ep = config_key("features", "epochs"),
+                       *ck = config_key("features", "checkpoint"), *kf = config_key("knn", "features"),
+                       *ref = config_key("knn", "reference");
+  if (bad(c, m) || cfg->features.n_checkpoints == 0) return;
+  char names[64][CFG_WORDLEN];
+  for (int i = 0; i < cfg->features.n_checkpoints; i++) {
+    const char *p = cfg->features.checkpoints[i];
+    config_model_name(p, names[i], sizeof names[i]);
+    if (!names[i][0] || !strcmp(names[i], ".") || !strcmp(names[i], "..")) {
+      report(c, m, NULL, "checkpoints = '%s' names no file", p);
+      return;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(names[i], names[j])) {
+        report(c, m, NULL, "checkpoints '%s' and '%s' would both write run_dir/%s/: give files of distinct names",
+               cfg->features.checkpoints[j], p, names[i]);
+        return;
+      }
+  }
+  if (!bad(c, ep) && cfg->features.n_epochs > 0 && strcmp(cfg->features.epochs[0], "last") != 0)
+    report(c, ep, m, "features.epochs chooses run_dir's checkpoints and checkpoints names models: give one of them");
+  else if (!bad(c, ck) && cfg->features.checkpoint[0])
+    report(c, ck, m, "features.checkpoint names one model and checkpoints several: give one of them");
+  else if (!bad(c, kf) && cfg->knn.features[0] && calc_is(cfg, "knn", NULL))
+    report(c, kf, m, "knn.features names one features file, but checkpoints evaluates run_dir/<name>/'s: give one "
+           "of them");
+  else if (!bad(c, ref) && cfg->knn.reference[0] && calc_is(cfg, "knn", NULL))
+    report(c, ref, m, "knn.reference / knn.query take two given files, not features.checkpoints: give one of them");
+  else if (calc_is(cfg, "pipeline", "pipeline"))
+    report(c, m, NULL, "checkpoints is for calculation = 'features' and 'knn' (a %s evaluates what it trains)",
+           cfg->control.calculation);
+}
+
 /* Whether two spellings of a folder are the same string ("run", "run/", "./run"). */
 static int same_dir_name(const char *a, const char *b) {
   while (a[0] == '.' && a[1] == '/') a += 2;
@@ -500,5 +602,7 @@ void config_check(struct cfg_state *st, const struct config *cfg, const struct c
   check_misc(&c);
   check_study(&c);
   check_heldout(&c);
+  check_epochs(&c);
+  check_models(&c);
   check_metrics_file(&c);
 }

@@ -216,13 +216,21 @@ void pipeline_summary_print(const struct pipeline_summary *s, FILE *f) {
     fprintf(f, "\n");
   }
   print_verdict(s, f);
+  if (s->has_epochs) {
+    fprintf(f, "\n");
+    knn_epochs_text(&s->knn_epochs, f, 2);
+  }
   fprintf(f, "\n  outputs in %s:\n", s->run_dir);
   fprintf(f, "    checkpoint.h5, checkpoint_EEEE.h5   weights (student, teacher), optimizer, position\n");
   fprintf(f, "    log.txt                             one JSON line per epoch (loss, lr, wd, throughput, diagnostics)\n");
   const char *base = strrchr(s->features_file, '/');
   fprintf(f, "    %-35s CLS features, labels, paths\n", base ? base + 1 : s->features_file);
+  if (s->has_epochs) fprintf(f, "    features_EEEE.h5                    the same for every epoch of the table\n");
   if (!s->knn_skipped)
     fprintf(f, "    knn.txt, knn.h5                     kNN report: per-class metrics, confusion matrices\n");
+  if (s->has_epochs)
+    fprintf(f, "    knn_EEEE.txt, knn_EEEE.h5           the kNN report of every epoch of the table\n"
+            "    %-35s the table of kNN Top-1 per epoch\n", KNN_EPOCHS_FILE);
   if (s->attention)
     fprintf(f, "    attention.h5, attention/            last-block attention maps (HDF5 and PNG)\n");
   fprintf(f, "    pipeline.txt                        this summary\n");
@@ -262,18 +270,55 @@ int pipeline_prepare(const struct config *c) {
 /* Before anything runs (rank 0): the outputs whose names are known now - the features file's is
  * that of the last epoch - may not replace an input of the run or a file of another kind
  * (core/fsutil.h).  Each step checks its own again as it starts (the attention PNGs only then). */
-static void claim_outputs(const struct config *c) {
+static void claim_outputs(const struct config *c, const int64_t *epochs, int n) {
   static const char hint[] = "the pipeline writes its outputs to control.run_dir: choose another run_dir";
   char path[4096], name[64];
   features_filename(name, sizeof name, c->training.epochs - 1);
   fs_join(path, sizeof path, c->control.run_dir, name);
-  fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT, hint);
-  knn_report_claim(c->control.run_dir);
+  if (n == 0) fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT, hint);
+  for (int i = 0; i < n; i++) {
+    features_epoch_path(path, sizeof path, c->control.run_dir, "features", epochs[i]);
+    fs_output_claim(path, "features file", h5util_own_format, FEATURES_FORMAT, hint);
+    snprintf(name, sizeof name, "knn_%04" PRId64, epochs[i]);
+    knn_report_claim(c->control.run_dir, name);
+  }
+  if (n > 0) knn_epochs_claim(c->control.run_dir);
+  knn_report_claim(c->control.run_dir, "knn");
   if (c->attention.in_pipeline)
     fs_output_claim(fs_join(path, sizeof path, c->control.run_dir, "attention.h5"), "attention file",
                     h5util_own_format, ATTENTION_FORMAT, hint);
   fs_output_claim(fs_join(path, sizeof path, c->control.run_dir, "pipeline.txt"), "pipeline summary", fs_own_text,
                   PIPELINE_TXT_FIRST, hint);
+}
+
+/* The epochs of features.epochs the training will keep (checkpoint_EEEE.h5; config_check refused a
+ * listed epoch it keeps not): malloc'd, *n of them; NULL for 'last'. */
+static int64_t *epochs_planned(const struct config *c, int *n) {
+  *n = 0;
+  if (c->features.n_epochs == 0 || !strcmp(c->features.epochs[0], "last")) return NULL;
+  const long E = c->training.epochs, freq = c->training.saveckp_freq;
+  int64_t *e = xmalloc(((size_t)E + (size_t)c->features.n_epochs + 1) * sizeof *e);
+  if (!strcmp(c->features.epochs[0], "all")) {
+    for (long i = 0; i < E; i++)
+      if (freq > 0 && (i % freq == 0 || i == E - 1)) e[(*n)++] = i;
+  } else {
+    for (int i = 0; i < c->features.n_epochs; i++) e[(*n)++] = strtoll(c->features.epochs[i], NULL, 10);
+  }
+  return e;
+}
+
+/* The features step: the last checkpoint's, or with features.epochs those of every chosen
+ * checkpoint_EEEE.h5 there now (*epochs, *n; s->features_file: the last one's). */
+static void features_step(const struct config *c, struct pipeline_summary *s, int64_t **epochs, int *n) {
+  *epochs = NULL;
+  *n = 0;
+  if (c->features.n_epochs == 0 || !strcmp(c->features.epochs[0], "last")) {
+    features_extract(c, s->features_file, sizeof s->features_file);
+    return;
+  }
+  *epochs = features_epochs_select(c, "checkpoint", "the training keeps them every training.saveckp_freq epochs "
+                                   "and at the last", n);
+  features_extract_epochs(c, *epochs, *n, s->features_file, sizeof s->features_file);
 }
 
 /* The pipeline; with_prepare 0: the shards were prepared (and checked) before (a study). */
@@ -292,11 +337,19 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
   if (cfg->knn.features[0])
     log_warn("pipeline: knn.features = '%s' is not used; kNN runs on the features just computed", cfg->knn.features);
 
-  if (comm_rank() == 0) claim_outputs(&c);
-  if (c.features.anndata) { /* refused before the training, not after it */
-    char name[64], path[4096];
-    features_filename(name, sizeof name, c.training.epochs - 1);
-    anndata_check_features(fs_join(path, sizeof path, c.control.run_dir, name));
+  {
+    int np;
+    int64_t *planned = epochs_planned(&c, &np);
+    if (comm_rank() == 0) claim_outputs(&c, planned, np);
+    if (planned) { /* refused before the training, not after it */
+      features_epochs_claim(&c, planned, np, "the pipeline writes its outputs to control.run_dir: choose another "
+                            "run_dir");
+    } else if (c.features.anndata) {
+      char name[64], path[4096];
+      features_filename(name, sizeof name, c.training.epochs - 1);
+      anndata_check_features(fs_join(path, sizeof path, c.control.run_dir, name));
+    }
+    free(planned);
   }
 
   double t = wtime();
@@ -334,7 +387,9 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
 
   t = wtime();
   step_begin(&s, "features");
-  features_extract(&c, s.features_file, sizeof s.features_file);
+  int n_epochs;
+  int64_t *epochs;
+  features_step(&c, &s, &epochs, &n_epochs);
   s.step_seconds[s.nsteps++] = wtime() - t;
 
   t = wtime();
@@ -349,7 +404,15 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     if (strlen(s.features_file) >= sizeof c.knn.features)
       scd_fatal(SCD_EXIT_INPUT, "pipeline: the path %s is too long; choose a shorter control.run_dir", s.features_file);
     memcpy(c.knn.features, s.features_file, strlen(s.features_file) + 1);
-    rc = knn_run(&c);
+    if (epochs) {
+      c.knn.features[0] = '\0';
+      rc = knn_run_epochs(&c, epochs, n_epochs, &s.knn_epochs);
+      s.has_epochs = comm_rank() == 0;
+    } else {
+      rc = knn_run(&c);
+    }
+    free(epochs);
+    epochs = NULL;
     if (rc != 0) return rc;
   }
   s.step_seconds[s.nsteps++] = wtime() - t;
@@ -397,7 +460,9 @@ static int pipeline_steps(const struct config *cfg, int with_prepare) {
     struct fs_mem txt;
     pipeline_summary_print(&s, fs_mem_begin(&txt));
     fs_mem_commit(&txt, "pipeline summary", path);
+    if (s.has_epochs) knn_epochs_free(&s.knn_epochs);
   }
+  free(epochs);
   comm_barrier();
   return 0;
 }

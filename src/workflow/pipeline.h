@@ -7,6 +7,9 @@
  *              run_dir/features_EEEE.h5
  *   knn        on that file (knn.features is not used): knn.txt, knn.h5, with the raw-pixel and
  *              random-init baselines when knn.baselines; left out for an unlabelled shard set
+ *   (with &features epochs other than 'last', features and knn run for every chosen
+ *   checkpoint_EEEE.h5 after training - knn_EEEE.txt/.h5 and knn_epochs.txt, knn.txt/.h5 the last
+ *   one's - and the summary adds the kNN-vs-epoch table)
  *   attention  when attention.in_pipeline: attention.h5 and the PNG tree
  * and then a summary (stdout and run_dir/pipeline.txt): images, epochs, final loss and the last
  * epoch's collapse diagnostics, wall time of every step, kNN Top-1/Top-2 of every feature set at
@@ -18,6 +21,7 @@
 
 #include <stdio.h>
 
+#include "analysis/knn.h"
 #include "input/config.h"
 
 /* calculation = 'pipeline' (every rank); returns the exit status. */
@@ -51,6 +55,8 @@ struct pipeline_summary {
   double top1[3][16], top2[3][16];
   char run_dir[1024], shard_dir[1024], features_file[4096];
   int attention;           /* attention maps written */
+  int has_epochs;          /* features.epochs: knn_epochs holds the kNN-vs-epoch table */
+  struct knn_epochs knn_epochs;
 };
 
 /* The last value of "key" in run_dir/log.txt (one JSON object per line), e.g. "train_loss"; NaN when
