@@ -3,16 +3,18 @@
  * and main(); the GELU epilogues' own tests are in test_cublas_emu_gelu.cc.
  *
  * Exercises every combination the CUDA backend uses: cuBLASLt as cuda/ops/gemm_lt.cu drives it (all
- * four transposes, fp32 / bf16 / bf16->fp32, BIAS and BGRADB epilogues, beta 0 over NaN-filled
- * D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on request) and cublasGemmBatchedEx as cuda/ops/attention_gemm.cu drives it
- * (pointer arrays into interleaved head layouts, fp32 / bf16 / bf16->fp32, scaled alpha), with odd
- * sizes; then checks that unsupported settings abort with a "cublas_emu:" message.
+ * four transposes, fp32 / bf16 / bf16->fp32 / fp16 / fp16->fp32, BIAS and BGRADB epilogues, beta 0
+ * over NaN-filled D, beta 1 in place, plus C distinct from D, and the heuristic declining BGRADB on
+ * request) and cublasGemmBatchedEx as cuda/ops/attention_gemm.cu drives it (pointer arrays into
+ * interleaved head layouts, the same types, scaled alpha), with odd sizes; then checks that
+ * unsupported settings abort with a "cublas_emu:" message.
  * The GELU epilogues (GELU, GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU) the same way, aux leading
  * dimensions above m, under the default GELU and SCDINO_EMU_LT_GELU=erf and wrong; the rest of
  * their tests are in test_cublas_emu_gelu.cc.
  *
  * Tolerance per element: (k + 4) 2^-24 S, S = |alpha| sum_p |a_ip b_pj| + |beta c_ij| + |bias_i|
- * (float accumulation), plus 2^-8 |ref| when D is bf16 (one rounding to 8 significant bits); the
+ * (float accumulation), plus one rounding to D's type (round_tol: 2^-8 |ref| for bf16, 2^-11 |ref|
+ * + 2^-25 for fp16); the
  * same for BGRADB's column sums, with S = sum_p |op(B)_pj|, and for the aux matrix; for the GELU
  * epilogues' D, see compare_gelu (test_cublas_emu_gelu.cc).
  * Padding around every output matrix must be left bit-for-bit unchanged, and so must C when C != D
@@ -54,7 +56,7 @@ double uniform(void) { /* in [-1, 1) */
   return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
 
-const char *tname(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
+const char *tname(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : t == CUDA_R_16F ? "f16" : "bf16"; }
 
 /* Element (i, j) of alpha op(A) op(B) + beta C (+ bias) in double; *tol: the float sum's error
  * bound, before any rounding to D's type. */
@@ -87,7 +89,7 @@ static int compare(const Ref &r, const char *what) {
     for (int i = 0; i < r.m; i++) {
       double tol;
       const double ref = reference(r, i, j, &tol);
-      if (r.D->t == CUDA_R_16BF) tol += ldexp(fabs(ref), -8);
+      tol += round_tol(r.D->t, ref);
       const double got = r.D->get(r.doff + (size_t)j * r.ldd + i);
       if (!(fabs(got - ref) <= tol)) {
         if (bad++ < 3)
@@ -131,7 +133,7 @@ static int compare_bgrad(const Buf &B, bool tb, int n, int k, int ldb, const Buf
       S += fabs(b);
     }
     double tol = (k + 4) * ldexp(S, -24);
-    if (bg.t == CUDA_R_16BF) tol += ldexp(fabs(ref), -8);
+    tol += round_tol(bg.t, ref);
     if (!(fabs(bg.get(j) - ref) <= tol) && bad++ < 3)
       fprintf(stderr, "  %s: bias gradient %d = %.9g, reference %.9g, tolerance %.3g\n", what, j,
               bg.get(j), ref, tol);
@@ -376,9 +378,9 @@ static void abort_tf32(void) {
   cublasLtMatmulDesc_t d;
   cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F);
 }
-static void abort_fp16_layout(void) {
+static void abort_f64_layout(void) {
   cublasLtMatrixLayout_t l;
-  cublasLtMatrixLayoutCreate(&l, CUDA_R_16F, 4, 4, 4);
+  cublasLtMatrixLayoutCreate(&l, CUDA_R_64F, 4, 4, 4);
 }
 static void abort_pref_waves(void) {
   cublasLtMatmulPreference_t p;
@@ -554,8 +556,9 @@ int main(void) {
         "status name");
   check(strlen(cublasLtGetStatusString(CUBLAS_STATUS_INVALID_VALUE)) > 0, "status string");
 
-  const cudaDataType_t combos[3][2] = {
-      {CUDA_R_32F, CUDA_R_32F}, {CUDA_R_16BF, CUDA_R_16BF}, {CUDA_R_16BF, CUDA_R_32F}};
+  const cudaDataType_t combos[5][2] = {{CUDA_R_32F, CUDA_R_32F}, {CUDA_R_16BF, CUDA_R_16BF},
+                                       {CUDA_R_16BF, CUDA_R_32F}, {CUDA_R_16F, CUDA_R_16F},
+                                       {CUDA_R_16F, CUDA_R_32F}};
   const int sizes[][3] = {{7, 13, 33}, {13, 33, 7}, {33, 7, 13}, {1, 1, 1}, {130, 9, 257}};
   for (auto &c : combos)
     for (int t = 0; t < 4; t++)
@@ -616,7 +619,7 @@ int main(void) {
   expect_abort("cublasLtMatmulDescSetAttribute", abort_bias_type);
   expect_abort("cublasLtMatmulDescSetAttribute", abort_conj);
   expect_abort("cublasLtMatmulDescCreate", abort_tf32);
-  expect_abort("cublasLtMatrixLayoutCreate", abort_fp16_layout);
+  expect_abort("cublasLtMatrixLayoutCreate", abort_f64_layout);
   expect_abort("cublasLtMatmulPreferenceSetAttribute", abort_pref_waves);
   expect_abort("cublasLtMatmulAlgoGetHeuristic", abort_lt_f32_to_bf16);
   expect_abort("cublasSetMathMode", abort_tf32_math);

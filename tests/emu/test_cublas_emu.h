@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <math.h>
 #include <stddef.h>
@@ -43,11 +44,14 @@ struct Buf {
   void *at(size_t i) { return bytes.data() + i * esize(); }
   double get(size_t i) const {
     if (t == CUDA_R_32F) return ((const float *)bytes.data())[i];
+    if (t == CUDA_R_16F) return __half2float(((const __half *)bytes.data())[i]);
     return __bfloat162float(((const __nv_bfloat16 *)bytes.data())[i]);
   }
   void set(size_t i, double v) {
     if (t == CUDA_R_32F)
       ((float *)bytes.data())[i] = (float)v;
+    else if (t == CUDA_R_16F)
+      ((__half *)bytes.data())[i] = __float2half_rn((float)v);
     else
       ((__nv_bfloat16 *)bytes.data())[i] = __float2bfloat16_rn((float)v);
   }
@@ -60,6 +64,13 @@ struct Buf {
 };
 
 const char *tname(cudaDataType_t t);
+/* What one rounding of ref to type t may add: half an ulp, bounded by 2^-8 |ref| for bf16 (8
+ * significant bits) and 2^-11 |ref| for fp16 (11), plus fp16's subnormal spacing 2^-24 / 2. */
+inline double round_tol(cudaDataType_t t, double ref) {
+  if (t == CUDA_R_16BF) return ldexp(fabs(ref), -8);
+  if (t == CUDA_R_16F) return ldexp(fabs(ref), -11) + ldexp(1.0, -25);
+  return 0;
+}
 
 /* One product to check: the m x n matrix at D + off (leading dimension ldd) against alpha op(A)
  * op(B) + beta C (+ bias), computed in double from the stored values. */
