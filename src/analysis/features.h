@@ -235,8 +235,9 @@ void features_extract_epochs(const struct config *cfg, const int64_t *epochs, in
 /* run_dir/<name> of model i of features.checkpoints (config_model_name). */
 void features_model_dir(const struct config *cfg, int i, char *buf, size_t n);
 /* Collective: features_extract for every model of features.checkpoints into its run_dir/<name>/,
- * once every checkpoint was found (exit 2 naming a missing one) and every output claimed. */
-void features_extract_models(const struct config *cfg);
+ * once every checkpoint was found (exit 2 naming a missing one) and every output claimed; only:
+ * NULL, or which models (knn computes the features of those without). */
+void features_extract_models(const struct config *cfg, const int *only);
 
 /* The random-init kNN baseline: features of a fresh network of the architecture of f's
  * checkpoint (seed control.seed) for the rows of f, preprocessed as the &features keys say.

@@ -145,12 +145,13 @@ void features_model_dir(const struct config *cfg, int i, char *buf, size_t n) {
   fs_join(buf, n, cfg->control.run_dir, name);
 }
 
-void features_extract_models(const struct config *cfg) {
+void features_extract_models(const struct config *cfg, const int *only) {
   const int n = cfg->features.n_checkpoints;
   static struct config c;
   c = *cfg;
   /* Every checkpoint there and every output accepted before the first model runs. */
   for (int i = 0; i < n; i++) {
+    if (only && !only[i]) continue;
     const char *ckpt = cfg->features.checkpoints[i];
     int have = comm_rank() == 0 ? fs_exists(ckpt) : 0;
     comm_bcast(&have, sizeof have, 0);
@@ -167,6 +168,7 @@ void features_extract_models(const struct config *cfg) {
     if (cfg->features.anndata) anndata_check_features(path);
   }
   for (int i = 0; i < n; i++) {
+    if (only && !only[i]) continue;
     char dir[4096], path[4096];
     features_model_dir(cfg, i, dir, sizeof dir);
     if (strlen(dir) >= sizeof c.control.run_dir)

@@ -298,7 +298,7 @@ int features_run(const struct config *cfg) {
   int64_t *epochs = features_epochs_select(cfg, "checkpoint", "calculation='train' keeps them every "
                                            "training.saveckp_freq epochs and at the last", &n);
   if (cfg->features.n_checkpoints > 0)
-    features_extract_models(cfg);
+    features_extract_models(cfg, NULL);
   else if (epochs)
     features_extract_epochs(cfg, epochs, n, path, sizeof path);
   else

@@ -333,7 +333,8 @@ int knn_run_epochs(const struct config *cfg, const int64_t *epochs, int n, struc
 }
 
 /* &features checkpoints: each model's newest run_dir/<name>/features_EEEE.h5 into its
- * run_dir/<name>/knn.txt, knn.h5, and the comparison run_dir/knn_models.txt. */
+ * run_dir/<name>/knn.txt, knn.h5, and the comparison run_dir/knn_models.txt; the features of a
+ * model that has none are computed first, so one launch compares the models. */
 static int knn_run_models(const struct config *cfg) {
   const int n = cfg->features.n_checkpoints;
   static struct config c;
@@ -341,6 +342,21 @@ static int knn_run_models(const struct config *cfg) {
   static struct knn_models table;
   memset(&table, 0, sizeof table);
   char (*files)[4096] = xmalloc((size_t)n * sizeof *files);
+  int *missing = xcalloc((size_t)n, sizeof *missing), nmissing = 0;
+  for (int i = 0; i < n; i++) {
+    char dir[4096];
+    features_model_dir(cfg, i, dir, sizeof dir);
+    int64_t epoch;
+    if (comm_rank() == 0) missing[i] = features_find_latest(dir, files[i], sizeof files[i], &epoch) != 0;
+    comm_bcast(&missing[i], sizeof missing[i], 0);
+    nmissing += missing[i];
+  }
+  if (nmissing > 0) {
+    log_info("kNN: %d of %d model%s without a features file: computing %s first", nmissing, n, n > 1 ? "s" : "",
+             nmissing > 1 ? "them" : "it");
+    features_extract_models(cfg, missing);
+  }
+  free(missing);
   /* Every model's features file there and every output accepted before the first evaluation. */
   for (int i = 0; i < n; i++) {
     char dir[4096];
@@ -348,8 +364,8 @@ static int knn_run_models(const struct config *cfg) {
     if (comm_rank() == 0) {
       int64_t epoch;
       if (features_find_latest(dir, files[i], sizeof files[i], &epoch) != 0)
-        scd_fatal(SCD_EXIT_INPUT, "features.checkpoints: %s holds no features_EEEE.h5 of model '%s' (run "
-                  "calculation='features' with the same checkpoints first)", dir, cfg->features.checkpoints[i]);
+        scd_fatal(SCD_EXIT_FAILURE, "features.checkpoints: %s holds no features_EEEE.h5 of model '%s'", dir,
+                  cfg->features.checkpoints[i]);
       knn_report_claim(dir, "knn");
     }
     comm_bcast(files[i], sizeof files[i], 0);

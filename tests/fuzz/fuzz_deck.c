@@ -2,11 +2,13 @@
  *
  * Each input is a deck's text.  Besides "no crash, no sanitizer report", the harness checks a
  * property: a deck that parses without errors echoes (config_echo) to a deck that parses without
- * errors back to the identical configuration, byte for byte.  Inputs with NUL bytes are left out
+ * errors back to the identical configuration, byte for byte (the values: not which keys the deck
+ * assigned, as the echo assigns every key).  Inputs with NUL bytes are left out
  * (config_load refuses them before parsing), as are inputs over 1 MiB (the 16 MiB limit is
  * config_load's; the corpus tests cover it). */
 #include "build_config.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   config_echo(f, &a);
   fclose(f);
   int nerr2 = config_parse_text("echo.nml", echo, &b, err, sizeof err);
-  if (nerr2 != 0 || memcmp(&a, &b, sizeof a) != 0) {
+  /* The values, not the record of which keys the deck assigns (the echo assigns them all). */
+  if (nerr2 != 0 || memcmp(&a, &b, offsetof(struct config, deck_sets)) != 0) {
     fprintf(stderr, "the echo of an accepted deck does not read back (%d errors):\n%s\n--- echo:\n%s\n", nerr2, err,
             echo);
     abort();
