@@ -172,6 +172,7 @@ def run_pipeline(args, out):
     except OSError as e:
         raise Failure(1, f"{summary}: {e.strerror}")
     start = text.find("kNN")
+    print(f"{PROG}: the kNN table of {summary}:")
     print(text[start:] if start >= 0 else text, end="")
 
 
