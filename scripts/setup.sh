@@ -12,6 +12,7 @@
 #   scripts/setup.sh --bench    also PyTorch for the CPU comparison benchmark
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
 #   scripts/setup.sh --static   also clang's static analyzer (scan-build)
+#   scripts/setup.sh --sm70     also clang-16 and pip (.ci/checks/sm70.sh: V100/T4 device code)
 #
 # Safe to run again: it installs only what is missing.  Needs root (or sudo).
 set -eu
@@ -26,7 +27,8 @@ for arg in "$@"; do
     --bench) pkgs="$pkgs python3-torch" ;;
     --fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
     --static) pkgs="$pkgs clang clang-tools" ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --sm70) pkgs="$pkgs clang-16 python3-pip" ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done

@@ -39,11 +39,6 @@ using namespace nvcuda;
 #define TC_ARCH_OK 0
 #endif
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
-
 /* bf16 rows of a tile in shared memory: HDP + 8 elements, so every 16 x 16 block of a row-major or
  * column-major load starts 32-byte aligned and ldm is a multiple of 16 bytes. */
 template <int HDP> struct tc_dims {
@@ -52,6 +47,15 @@ template <int HDP> struct tc_dims {
   static const size_t SCORES = 4 * 16 * TC_SLD * sizeof(float);   /* per warp [16][SLD] */
   static const size_t PROBS = 4 * 16 * TC_PLD * sizeof(bf16);     /* per warp [16][PLD] */
 };
+
+/* bf16 fragments exist from compute capability 8.0 on: below it the helpers and the kernels'
+ * bodies are left out (a compiler that checks templates at definition, as clang does, would
+ * refuse them for sm_70/75). */
+#if TC_ARCH_OK
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
 /* Rows r0 .. r0+63 of one head (src at row 0, rows ld elements apart) into s[64][HDP+8]; rows >= N
  * and columns >= hd are zero.  16 bytes at a time: hd and ld are multiples of 8 and the caller
@@ -139,6 +143,8 @@ __device__ __forceinline__ void tc_write(bf16 *dst, size_t ld, const frag_c *acc
   }
   __syncwarp(); /* the staging area may be reused */
 }
+
+#endif /* TC_ARCH_OK */
 
 /* ---- forward ------------------------------------------------------------------------------------ */
 
