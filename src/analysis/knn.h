@@ -227,6 +227,7 @@ struct knn_report {
   int64_t n_rows;           /* rows of the features file */
   double train_fraction;
   int64_t seed;
+  char split[512];          /* knn.split_by's rule, "" = the random split (train_fraction, seed) */
   int64_t table_k;          /* k of the per-class tables (one of the evaluated k) */
   int nclasses;
   char *const *class_names; /* [nclasses], borrowed */

@@ -73,8 +73,12 @@ static void text_header(const struct knn_report *rep, FILE *f) {
   } else {
     fprintf(f, "  features : %s (%s network of %s, epoch %" PRId64 ")\n", rep->features_file, rep->checkpoint_key,
             rep->checkpoint[0] ? rep->checkpoint : "(checkpoint not recorded)", rep->epoch);
-    fprintf(f, "  rows     : %" PRId64 " = %" PRId64 " reference + %" PRId64 " test (knn.train_fraction %g, knn.seed %" PRId64
-            ")\n", rep->n_rows, r->n_train, *r->n_test, rep->train_fraction, rep->seed);
+    if (rep->split[0])
+      fprintf(f, "  rows     : %" PRId64 " = %" PRId64 " reference + %" PRId64 " test (%s)\n", rep->n_rows, r->n_train,
+              *r->n_test, rep->split);
+    else
+      fprintf(f, "  rows     : %" PRId64 " = %" PRId64 " reference + %" PRId64 " test (knn.train_fraction %g, knn.seed %" PRId64
+              ")\n", rep->n_rows, r->n_train, *r->n_test, rep->train_fraction, rep->seed);
     fprintf(f, "  classes  : %d\n", rep->nclasses);
   }
   for (int j = 0; j < r->nk; j++)
@@ -248,7 +252,9 @@ static void write_h5(const struct knn_report *rep, const char *path) {
   h5util_attr_write_str(fid, "checkpoint_key", rep->checkpoint_key);
   h5util_attr_write_i64(fid, "epoch", rep->epoch);
   h5util_attr_write_f64(fid, "temperature", r0->temperature);
-  if (!pair) {
+  if (!pair && rep->split[0]) {
+    h5util_attr_write_str(fid, "split", rep->split);
+  } else if (!pair) {
     h5util_attr_write_i64(fid, "seed", rep->seed);
     h5util_attr_write_f64(fid, "train_fraction", rep->train_fraction);
   }

@@ -32,14 +32,56 @@ static void need_labels(const char *path, const struct features *f) {
               "shard set (&data labels = 'none', or a file_list without a label column)", path);
 }
 
-void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const char *path) {
-  memset(rs, 0, sizeof *rs);
-  snprintf(rs->ref_path, sizeof rs->ref_path, "%s", path);
-  snprintf(rs->query_path, sizeof rs->query_path, "%s", path);
-  features_read_meta(path, &rs->ref); /* each rank reads the rows it uses (knn_evaluate_rows) */
-  need_labels(path, &rs->ref);
+/* The first folder of a path, or "" (as knn.group_by's 'folder'), into buf. */
+static const char *path_folder(const char *p, char *buf, size_t n) {
+  const char *slash = strchr(p, '/');
+  const size_t len = slash ? (size_t)(slash - p) : 0;
+  snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
+  return buf;
+}
+
+/* knn.split_by: the rows whose column value is one of knn.query_values are the query rows, the
+ * others the reference rows, both in file order.  Every rank reads the column and decides alike. */
+static void split_by_column(struct knn_rowset *rs, const struct config *cfg, const char *path) {
+  struct features *f = &rs->ref;
+  const char *col = cfg->knn.split_by;
+  int m = -1;
+  for (int c = 0; c < f->nmeta; c++)
+    if (!strcmp(f->meta_names[c], col)) m = c;
+  if (m < 0 && strcmp(col, "folder")) {
+    char have[1024] = "";
+    for (int c = 0; c < f->nmeta && strlen(have) + 8 < sizeof have; c++)
+      snprintf(have + strlen(have), sizeof have - strlen(have), "%s'%s'", c ? ", " : "", f->meta_names[c]);
+    scd_fatal(SCD_EXIT_INPUT, "knn.split_by = '%s' is no metadata column of %s (%s%s); use 'folder' (the first "
+              "folder of each path) or a column's name", col, path, f->nmeta ? "its columns: " : "it has none", have);
+  }
+  if (m >= 0)
+    features_read_metadata(path, f);
+  else
+    features_read_paths(path, f);
+  const int64_t n = f->n;
+  rs->train_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->train_rows));
+  rs->test_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->test_rows));
+  char buf[4096];
+  for (int64_t i = 0; i < n; i++) {
+    const char *v = m >= 0 ? f->meta[(size_t)m * (size_t)n + (size_t)i] : path_folder(f->paths[i], buf, sizeof buf);
+    int query = 0;
+    for (int w = 0; w < cfg->knn.n_query_values && !query; w++) query = !strcmp(v, cfg->knn.query_values[w]);
+    if (query)
+      rs->test_rows[rs->n_test++] = i;
+    else
+      rs->train_rows[rs->n_train++] = i;
+  }
+  if (rs->n_test < 1 || rs->n_train < 1)
+    scd_fatal(SCD_EXIT_INPUT, "knn.split_by = '%s' with knn.query_values = '%s'%s leaves %s among the %" PRId64
+              " rows of %s (%" PRId64 " have one of those values)", col, cfg->knn.query_values[0],
+              cfg->knn.n_query_values > 1 ? ", ..." : "", rs->n_test < 1 ? "no query rows" : "no reference rows", n,
+              path, rs->n_test);
+}
+
+/* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
+static void split_at_random(struct knn_rowset *rs, const struct config *cfg, const char *path) {
   const int64_t n = rs->ref.n;
-  /* numpy.random.seed(seed); shuffle(arange(n)); reference = first int(fraction * n) rows. */
   rs->train_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->train_rows));
   npshuffle_perm((uint32_t)cfg->knn.seed, n, rs->train_rows);
   rs->n_train = (int64_t)(cfg->knn.train_fraction * (double)n);
@@ -52,6 +94,19 @@ void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const cha
               cfg->knn.train_fraction, n, path);
   rs->test_rows = xmalloc(MUL_SIZE((size_t)rs->n_test, sizeof *rs->test_rows));
   memcpy(rs->test_rows, rs->train_rows + rs->n_train, (size_t)rs->n_test * sizeof *rs->test_rows);
+}
+
+void knn_rowset_split(struct knn_rowset *rs, const struct config *cfg, const char *path) {
+  memset(rs, 0, sizeof *rs);
+  snprintf(rs->ref_path, sizeof rs->ref_path, "%s", path);
+  snprintf(rs->query_path, sizeof rs->query_path, "%s", path);
+  features_read_meta(path, &rs->ref); /* each rank reads the rows it uses (knn_evaluate_rows) */
+  need_labels(path, &rs->ref);
+  const int64_t n = rs->ref.n;
+  if (cfg->knn.split_by[0])
+    split_by_column(rs, cfg, path);
+  else
+    split_at_random(rs, cfg, path);
   rs->n_rows = n;
   rs->labels = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->labels));
   memcpy(rs->labels, rs->ref.labels, (size_t)n * sizeof *rs->labels);

