@@ -4,6 +4,8 @@
 #   expect_exit CODE CMD...     run CMD, check its exit status; output in $out
 #   expect_grep PATTERN         check that $out matches the extended regex PATTERN
 #   mpirun_n N CMD...           run CMD on N ranks with $MPIEXEC (skips if there is none)
+#   deck_error DECK PATTERN     scdino DECK ends with exit 2 (an input error) and output matching PATTERN
+#   features_knn_deck CALC RUN_DIR [FEATURES_KEYS [KNN_KEYS]]   a features/knn deck on ./shards
 #   scratch NAME                fresh directory under the build tree; sets $dir and cds there
 #   finish                      print the summary and exit 0/1
 nfail=0
@@ -37,6 +39,18 @@ mpirun_n() {
   n=$1; shift
   [ "$MPIEXEC" = none ] && skip "no MPI launcher"
   $MPIEXEC -n "$n" "$@"
+}
+deck_error() {
+  expect_exit 2 "$SCDINO" "$1"
+  expect_grep "$2"
+}
+features_knn_deck() {
+  cat <<EOF
+&control calculation = '$1', run_dir = '$2', seed = 5 /
+&data shard_dir = 'shards' /
+&features resize = 16, subset = 'all', batch_size = 16, anndata = .false.${3:+, $3} /
+&knn k = 1, 5, 10, pixel_size = 6${4:+, $4} /
+EOF
 }
 scratch() {
   dir="$top_builddir/scratch/$1"

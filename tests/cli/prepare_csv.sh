@@ -75,12 +75,10 @@ check_eq "shard 0 paths" "$(h5vals c1/shard-00000.h5 paths | cut -d'|' -f1-2)" "
 expect_exit 0 "$SCDINO" c1.nml
 expect_grep "c1 is complete and matches list.csv \(30 files, 30 images\): nothing to do"
 sed 's/x05.tif,A,d1/x05.tif,A,d9/' list.csv >list2.csv && cp list.csv list.keep && cp list2.csv list.csv || exit 99
-expect_exit 2 "$SCDINO" c1.nml
-expect_grep "shard_dir 'c1' holds a complete shard set of other input: it was made from another file list"
+deck_error c1.nml "shard_dir 'c1' holds a complete shard set of other input: it was made from another file list"
 # ... also where training checks its shards first (check_tiff_tree).
 deck train run "file_list = 'list.csv', shard_dir = 'c1'" >t1.nml
-expect_exit 2 "$SCDINO" t1.nml
-expect_grep "shard_dir 'c1' holds a complete shard set of other input"
+deck_error t1.nml "shard_dir 'c1' holds a complete shard set of other input"
 cp list.keep list.csv || exit 99
 
 # ---- pipeline on the labelled set: features carry the metadata; kNN per group ----
@@ -143,13 +141,11 @@ check_eq "unlabelled tree classes" "$(h5dump -d class_names u/manifest.h5 | grep
 check_eq "unlabelled tree class count" "$(h5dump -d class_names u/manifest.h5 | sed -n 's/.*SIMPLE { ( \([0-9]*\) ).*/\1/p')" 0
 # A file added: the shards are stale.
 "$MK" tree/c/6.tif 2 16 16 u16 ramp 9 || exit 99
-expect_exit 2 "$SCDINO" u.nml
-expect_grep "shard_dir 'u' holds a complete shard set of other input: it was made from another file list \(6 files, now 7\)"
+deck_error u.nml "shard_dir 'u' holds a complete shard set of other input: it was made from another file list \(6 files, now 7\)"
 rm tree/c/6.tif
 # The same tree with its folders as classes is other input too.
 deck prepare runu "tiff_dir = 'tree', shard_dir = 'u'" >u2.nml
-expect_exit 2 "$SCDINO" u2.nml
-expect_grep "shard_dir 'u' holds a complete shard set of other input"
+deck_error u2.nml "shard_dir 'u' holds a complete shard set of other input"
 
 # ---- a second, unlabelled set of other images with a CSV of metadata ----
 mkdir -p new || exit 99
@@ -172,8 +168,7 @@ check_eq "new features labels" "$(h5vals runn/features_0000.h5 labels)" "-1 -1 -
 check_eq "new features wells" "$(h5vals runn/features_0000.h5 metadata/well)" '"W1"|"W2"|"W3"|"W4"|"W5"|"W6"|"W7"|"W8"'
 check_eq "new features donors" "$(h5vals runn/features_0000.h5 metadata/donor)" '"d4"|"d3"|"d4"|"d3"|"d4"|"d3"|"d4"|"d3"'
 deck knn runn "shard_dir = 'n'" >nk.nml
-expect_exit 2 "$SCDINO" nk.nml
-expect_grep "kNN needs labelled rows, but runn/features_0000.h5 names no classes"
+deck_error nk.nml "kNN needs labelled rows, but runn/features_0000.h5 names no classes"
 # The pipeline on it: trained, features and attention maps; kNN left out.
 deck pipeline runp "file_list = 'new.csv', shard_dir = 'n'" >np.nml
 expect_exit 0 "$SCDINO" np.nml
@@ -184,22 +179,17 @@ nchecks=$((nchecks + 2))
 [ "$(find runp/attention/unlabelled -name 'attn-head*.png' | wc -l)" = 4 ] || fail "attention maps of the unlabelled set"
 # A balanced sampler needs classes.
 deck train runb "shard_dir = 'n'" | sed "s/^&training /\&training sampler = 'balanced', /" >nb.nml
-expect_exit 2 "$SCDINO" nb.nml
-expect_grep "sampler = 'balanced' draws a class first, but the images of n have no labels"
+deck_error nb.nml "sampler = 'balanced' draws a class first, but the images of n have no labels"
 
 # ---- deck errors of the new keys ----
 deck prepare run "file_list = 'list.csv', tiff_dir = 'tree'" >e1.nml
-expect_exit 2 "$SCDINO" e1.nml
-expect_grep "e1\.nml:[0-9]+:[0-9]+: set one of tiff_dir and file_list"
+deck_error e1.nml "e1\.nml:[0-9]+:[0-9]+: set one of tiff_dir and file_list"
 deck prepare run "tiff_dir = 'tree', labels = 'column'" >e2.nml
-expect_exit 2 "$SCDINO" e2.nml
-expect_grep "labels = 'column' takes the classes from a column of file_list, which is not set"
+deck_error e2.nml "labels = 'column' takes the classes from a column of file_list, which is not set"
 deck prepare run "file_list = 'list.csv', folder_depth_for_labels = 1" >e3.nml
-expect_exit 2 "$SCDINO" e3.nml
-expect_grep "folder_depth_for_labels applies to classes from the folders of tiff_dir, not to file_list"
+deck_error e3.nml "folder_depth_for_labels applies to classes from the folders of tiff_dir, not to file_list"
 deck prepare run "file_list = 'new.csv', labels = 'column', shard_dir = 'e4'" >e4.nml
-expect_exit 2 "$SCDINO" e4.nml
-expect_grep "new\.csv:1: no column 'label' for the labels \(&data label_column, labels = 'column'\); the header names 'well', 'path', 'donor'"
+deck_error e4.nml "new\.csv:1: no column 'label' for the labels \(&data label_column, labels = 'column'\); the header names 'well', 'path', 'donor'"
 nchecks=$((nchecks + 1))
 [ ! -e e4 ] || fail "a refused file list left e4 behind"
 finish

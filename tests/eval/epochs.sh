@@ -18,22 +18,13 @@ for e in 0000 0001 0002; do
   [ -s run/checkpoint_$e.h5 ] || fail "run/checkpoint_$e.h5 missing"
 done
 
-# deck CALC RUN_DIR FEATURES_KEYS [KNN_KEYS]
-deck() {
-  cat <<EOF
-&control calculation = '$1', run_dir = '$2', seed = 5 /
-&data shard_dir = 'shards' /
-&features resize = 16, subset = 'all', batch_size = 16, anndata = .false.${3:+, $3} /
-&knn k = 1, 5, 10, pixel_size = 6${4:+, $4} /
-EOF
-}
 
 # Every saved epoch.
-deck features run "epochs = 'all'" >fa.nml
+features_knn_deck features run "epochs = 'all'" >fa.nml
 expect_exit 0 "$SCDINO" fa.nml
 expect_grep 'features: checkpoint 1 of 3 \(features.epochs\): run/checkpoint_0000.h5'
 expect_grep 'features: checkpoint 3 of 3 \(features.epochs\): run/checkpoint_0002.h5'
-deck knn run "epochs = 'all'" >ka.nml
+features_knn_deck knn run "epochs = 'all'" >ka.nml
 expect_exit 0 "$SCDINO" ka.nml
 expect_grep 'kNN: features file 2 of 3 \(features.epochs\): run/features_0001.h5'
 expect_grep 'kNN per epoch: 3 epochs in run/knn_epochs.txt'
@@ -57,9 +48,9 @@ h5diff -q run/features_0000.h5 run/features_0002.h5 /features /features >/dev/nu
 for e in 0 1 2; do
   E=000$e
   base=.false.; [ $e = 2 ] && base=.true.
-  deck features single$e "checkpoint = 'run/checkpoint_$E.h5'" >s$e.nml
+  features_knn_deck features single$e "checkpoint = 'run/checkpoint_$E.h5'" >s$e.nml
   expect_exit 0 "$SCDINO" s$e.nml
-  deck knn single$e "" "baselines = $base" >sk$e.nml
+  features_knn_deck knn single$e "" "baselines = $base" >sk$e.nml
   expect_exit 0 "$SCDINO" sk$e.nml
   nchecks=$((nchecks + 3))
   h5diff run/features_$E.h5 single$e/features_$E.h5 /features /features >/dev/null ||
@@ -102,9 +93,9 @@ fi
 # Two ranks: the same files and table.
 if [ "$MPIEXEC" != none ]; then
   mkdir -p two && cp run/checkpoint_000?.h5 two/ || exit 99
-  deck features two "epochs = 'all'" >f2.nml
+  features_knn_deck features two "epochs = 'all'" >f2.nml
   expect_exit 0 $MPIEXEC -n 2 "$SCDINO" f2.nml
-  deck knn two "epochs = 'all'" >k2.nml
+  features_knn_deck knn two "epochs = 'all'" >k2.nml
   expect_exit 0 $MPIEXEC -n 2 "$SCDINO" k2.nml
   nchecks=$((nchecks + 2))
   h5diff run/features_0001.h5 two/features_0001.h5 /features /features >/dev/null || fail "2 ranks: other features"
@@ -113,9 +104,9 @@ fi
 
 # A list, in any order: those epochs, ascending, the same rows.
 mkdir -p list && cp run/checkpoint_0000.h5 run/checkpoint_0002.h5 list/ || exit 99
-deck features list "epochs = '2', '0'" >fl.nml
+features_knn_deck features list "epochs = '2', '0'" >fl.nml
 expect_exit 0 "$SCDINO" fl.nml
-deck knn list "epochs = '2', '0'" >kl.nml
+features_knn_deck knn list "epochs = '2', '0'" >kl.nml
 expect_exit 0 "$SCDINO" kl.nml
 nchecks=$((nchecks + 2))
 [ -f list/features_0001.h5 ] && fail "epoch 1 was not asked for"
@@ -124,10 +115,10 @@ grep -E '^ +(0|2)  features_' run/knn_epochs.txt | sed 's/^ *//' | cmp -s - l.ro
 
 # 'last' (the default) as before: checkpoint.h5, one features file, one report, no table.
 mkdir -p last && cp run/checkpoint.h5 last/ || exit 99
-deck features last >f1.nml
+features_knn_deck features last >f1.nml
 expect_exit 0 "$SCDINO" f1.nml
 expect_nogrep '\(features.epochs\)'
-deck knn last >k1.nml
+features_knn_deck knn last >k1.nml
 expect_exit 0 "$SCDINO" k1.nml
 nchecks=$((nchecks + 2))
 [ "$(ls last)" = "$(printf '%s\n' checkpoint.h5 features_0002.h5 input.echo.nml knn.h5 knn.txt)" ] ||
@@ -136,21 +127,16 @@ h5diff run/features_0002.h5 last/features_0002.h5 /features /features >/dev/null
 
 # Errors, before any work: an epoch without its checkpoint, a bad word, a list beside one checkpoint,
 # a kNN epoch without its features file.
-deck features run "epochs = '0', '7'" >e1.nml
-expect_exit 2 "$SCDINO" e1.nml
-expect_grep 'features.epochs names epoch 7, but run/checkpoint_0007.h5 is not there; the epochs of run_dir.s checkpoint_EEEE.h5 are: 0, 1, 2'
-deck features run "epochs = 'first'" >e2.nml
-expect_exit 2 "$SCDINO" e2.nml
-expect_grep "epochs = 'first': give 'last', 'all' or 0-based epoch numbers"
-deck features run "epochs = 'all', '2'" >e3.nml
-expect_exit 2 "$SCDINO" e3.nml
-expect_grep "epochs = 'all' stands alone"
-deck features run "epochs = 'all', checkpoint = 'run/checkpoint_0001.h5'" >e4.nml
-expect_exit 2 "$SCDINO" e4.nml
-expect_grep 'features.checkpoint names one checkpoint, but epochs'
-deck knn list "epochs = '1'" >e5.nml
-expect_exit 2 "$SCDINO" e5.nml
-expect_grep 'list/features_0001.h5 is not there; the epochs of run_dir.s features_EEEE.h5 are: 0, 2'
+features_knn_deck features run "epochs = '0', '7'" >e1.nml
+deck_error e1.nml 'features.epochs names epoch 7, but run/checkpoint_0007.h5 is not there; the epochs of run_dir.s checkpoint_EEEE.h5 are: 0, 1, 2'
+features_knn_deck features run "epochs = 'first'" >e2.nml
+deck_error e2.nml "epochs = 'first': give 'last', 'all' or 0-based epoch numbers"
+features_knn_deck features run "epochs = 'all', '2'" >e3.nml
+deck_error e3.nml "epochs = 'all' stands alone"
+features_knn_deck features run "epochs = 'all', checkpoint = 'run/checkpoint_0001.h5'" >e4.nml
+deck_error e4.nml 'features.checkpoint names one checkpoint, but epochs'
+features_knn_deck knn list "epochs = '1'" >e5.nml
+deck_error e5.nml 'list/features_0001.h5 is not there; the epochs of run_dir.s features_EEEE.h5 are: 0, 2'
 
 # A pipeline with every epoch: the same training, so the same table, also in pipeline.txt.
 train_deck prun epochs=3 saveckp_freq=1 | sed "s/calculation = 'train'/calculation = 'pipeline'/" >p.nml

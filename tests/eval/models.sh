@@ -14,21 +14,12 @@ train_deck run epochs=3 saveckp_freq=1 >train.nml
 expect_exit 0 "$SCDINO" train.nml
 mkdir -p models && cp run/checkpoint_0000.h5 models/a.h5 && cp run/checkpoint_0002.h5 models/b.pth.h5 || exit 99
 
-# deck CALC RUN_DIR FEATURES_KEYS [KNN_KEYS]
-deck() {
-  cat <<EOF
-&control calculation = '$1', run_dir = '$2', seed = 5 /
-&data shard_dir = 'shards' /
-&features resize = 16, subset = 'all', batch_size = 16, anndata = .false.${3:+, $3} /
-&knn k = 1, 5, 10, pixel_size = 6${4:+, $4} /
-EOF
-}
 two="checkpoints = 'models/a.h5', 'models/b.pth.h5'"
 
-deck features cmp "$two" >f.nml
+features_knn_deck features cmp "$two" >f.nml
 expect_exit 0 "$SCDINO" f.nml
 expect_grep 'features: model 2 of 2 \(features.checkpoints\): models/b.pth.h5 into cmp/b.pth'
-deck knn cmp "$two" >k.nml
+features_knn_deck knn cmp "$two" >k.nml
 expect_exit 0 "$SCDINO" k.nml
 expect_grep 'kNN per model: 2 models in cmp/knn_models.txt'
 for f in a/features_0000.h5 a/knn.txt a/knn.h5 b.pth/features_0002.h5 b.pth/knn.txt b.pth/knn.h5 knn_models.txt; do
@@ -40,9 +31,9 @@ sed 's/^/    | /' cmp/knn_models.txt
 # The same as one checkpoint at a time.
 for m in a:0 b.pth:2; do
   name=${m%:*} e=${m#*:}
-  deck features single$e "checkpoint = 'run/checkpoint_000$e.h5'" >s$e.nml
+  features_knn_deck features single$e "checkpoint = 'run/checkpoint_000$e.h5'" >s$e.nml
   expect_exit 0 "$SCDINO" s$e.nml
-  deck knn single$e >sk$e.nml
+  features_knn_deck knn single$e >sk$e.nml
   expect_exit 0 "$SCDINO" sk$e.nml
   nchecks=$((nchecks + 2))
   h5diff cmp/$name/features_000$e.h5 single$e/features_000$e.h5 /features /features >/dev/null ||
@@ -68,21 +59,18 @@ nchecks=$((nchecks + 1))
 
 # Refused before any work.
 mkdir -p other && cp models/a.h5 other/ || exit 99
-deck features bad "checkpoints = 'models/a.h5', 'other/a.h5'" >e1.nml
-expect_exit 2 "$SCDINO" e1.nml
-expect_grep "checkpoints 'models/a.h5' and 'other/a.h5' would both write run_dir/a/"
-deck features bad "checkpoints = 'models/a.h5', 'models/c.h5'" >e2.nml
-expect_exit 2 "$SCDINO" e2.nml
-expect_grep "features.checkpoints: checkpoint 'models/c.h5' not found"
-deck features bad "$two, epochs = 'all'" >e3.nml
-expect_exit 2 "$SCDINO" e3.nml
-expect_grep 'features.epochs chooses run_dir.s checkpoints and checkpoints names models'
+features_knn_deck features bad "checkpoints = 'models/a.h5', 'other/a.h5'" >e1.nml
+deck_error e1.nml "checkpoints 'models/a.h5' and 'other/a.h5' would both write run_dir/a/"
+features_knn_deck features bad "checkpoints = 'models/a.h5', 'models/c.h5'" >e2.nml
+deck_error e2.nml "features.checkpoints: checkpoint 'models/c.h5' not found"
+features_knn_deck features bad "$two, epochs = 'all'" >e3.nml
+deck_error e3.nml 'features.epochs chooses run_dir.s checkpoints and checkpoints names models'
 nchecks=$((nchecks + 1))
 [ -e bad/a ] && fail "a refused run wrote bad/a/"
 
 # One launch: 'knn' computes the features of the models that have none (here both, on two ranks when
 # MPI is there), and its comparison is the two launches'.
-deck knn cmp2 "$two" >k2.nml
+features_knn_deck knn cmp2 "$two" >k2.nml
 if [ "$MPIEXEC" != none ]; then
   expect_exit 0 $MPIEXEC -n 2 "$SCDINO" k2.nml
 else

@@ -106,25 +106,18 @@ expect_grep "rows     : $i = $((i - q)) reference \+ $q test \(knn.split_by 'fra
 
 # Errors: a column the file lacks, values that leave no query or no reference row (exit 2 at start).
 knn e1 "features = 'fcsv/features_0000.h5', split_by = 'plate', query_values = '3'" shC >e1.nml
-expect_exit 2 "$SCDINO" e1.nml
-expect_grep "knn.split_by = 'plate' is no metadata column of fcsv/features_0000.h5 \(its columns: 'frame'\)"
+deck_error e1.nml "knn.split_by = 'plate' is no metadata column of fcsv/features_0000.h5 \(its columns: 'frame'\)"
 knn e2 "features = 'fcsv/features_0000.h5', split_by = 'frame', query_values = '9'" shC >e2.nml
-expect_exit 2 "$SCDINO" e2.nml
-expect_grep "knn.split_by = 'frame' with knn.query_values = '9' leaves no query rows among the $i rows of fcsv/features_0000.h5"
+deck_error e2.nml "knn.split_by = 'frame' with knn.query_values = '9' leaves no query rows among the $i rows of fcsv/features_0000.h5"
 knn e3 "features = 'fcsv/features_0000.h5', split_by = 'frame', query_values = '0', '1', '2', '3', '4'" shC >e3.nml
-expect_exit 2 "$SCDINO" e3.nml
-expect_grep "leaves no reference rows among the $i rows"
+deck_error e3.nml "leaves no reference rows among the $i rows"
 # Deck errors: values without a column, a column without values, beside reference/query, a value twice.
 knn d1 "query_values = '3'" >d1.nml
-expect_exit 2 "$SCDINO" d1.nml
-expect_grep "query_values are the values of knn.split_by's column for the query rows: set split_by"
+deck_error d1.nml "query_values are the values of knn.split_by's column for the query rows: set split_by"
 knn d2 "split_by = 'frame'" >d2.nml
-expect_exit 2 "$SCDINO" d2.nml
-expect_grep "split_by = 'frame' needs query_values"
+deck_error d2.nml "split_by = 'frame' needs query_values"
 knn d3 "reference = 'f1/features_0000.h5', query = 'f2/features_0000.h5', split_by = 'folder', query_values = 'x'" >d3.nml
-expect_exit 2 "$SCDINO" d3.nml
-expect_grep "knn.split_by splits one features file; knn.reference / knn.query are two files: give one of them"
+deck_error d3.nml "knn.split_by splits one features file; knn.reference / knn.query are two files: give one of them"
 knn d4 "split_by = 'frame', query_values = '3', '3'" >d4.nml
-expect_exit 2 "$SCDINO" d4.nml
-expect_grep "query_values lists '3' twice"
+deck_error d4.nml "query_values lists '3' twice"
 finish

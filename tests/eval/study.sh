@@ -17,24 +17,8 @@
 scratch study_sh
 train_data shards
 
-# study_deck RUN_DIR SETS [STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]]
-study_deck() {
-  cat <<EOF
-&control calculation = 'study', run_dir = '$1', seed = 5 /
-&data shard_dir = 'shards', train_fraction = 0.75 /
-&model arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,
-       drop_path_rate = 0.2, out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
-&crops global_size = 16, local_size = 8, local_crops_number = 2 /
-&training epochs = 2, batch_size_per_rank = 4, warmup_epochs = 1, lr = 0.05, log_every = 100${4:+, $4} /
-&features resize = 16, batch_size = 16 /
-&knn k = 1, 3 /
-&attention images_per_class = 1, image_size = 16, in_pipeline = .false. /
-&study channel_sets = $2${3:+, $3} /
-&system loader_threads = 1, prefetch_batches = 2 /
-EOF
-  [ -n "$5" ] && echo "&debug $5 /"
-  return 0
-}
+# sets_deck RUN_DIR SETS [STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]]: a study of channel sets
+sets_deck() { study_deck "$1" "channel_sets = $2${3:+, $3}" "${4:-}" "${5:-}"; }
 SETS="'0,1,2', 'ch2'"
 S1=ch0_ch1_ch2 S2=ch2
 
@@ -46,7 +30,7 @@ same_sets() {
 }
 
 # ---- a 2-set study on 1 rank
-study_deck one "$SETS" >one.nml
+sets_deck one "$SETS" >one.nml
 bounded 0 "$SCDINO" one.nml
 expect_grep 'study: 2 channel sets on 1 rank: 1 group of 1, each running one set after the other'
 expect_grep '==== study set 1 of 2: ch0_ch1_ch2 \(channels 0, 1, 2\) in one/ch0_ch1_ch2 on 1 rank ===='
@@ -101,21 +85,21 @@ PY
 fi
 
 # ---- the grouping: a set's result depends on its own rank count only
-study_deck alone2 "$SETS" >alone2.nml
+sets_deck alone2 "$SETS" >alone2.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" alone2.nml
-study_deck groups4 "$SETS" "ranks_per_run = 2" >groups4.nml
+sets_deck groups4 "$SETS" "ranks_per_run = 2" >groups4.nml
 bounded 0 $MPIEXEC -n 4 "$SCDINO" groups4.nml
 expect_grep 'study: 2 channel sets on 4 ranks: 2 groups of 2, each running its share of the sets at the same time'
 expect_grep '\[ch2\] ==== study set 2 of 2: ch2 \(channels 2\) in groups4/ch2 on 2 ranks ===='
 expect_grep '\[ch0_ch1_ch2\] train: backend cpu, gradient all-reduce mpi over 2 ranks'
 expect_grep 'on 4 ranks \(2 per set\)'
 same_sets alone2 groups4
-study_deck groups2 "$SETS" "ranks_per_run = 1" >groups2.nml
+sets_deck groups2 "$SETS" "ranks_per_run = 1" >groups2.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" groups2.nml
 expect_grep '2 groups of 1'
 same_sets one groups2
 # one set in 4 groups of 1 rank: three groups idle (warned), the set as on 1 rank alone
-study_deck idle4 "'ch2'" "ranks_per_run = 1" >idle4.nml
+sets_deck idle4 "'ch2'" "ranks_per_run = 1" >idle4.nml
 bounded 0 $MPIEXEC -n 4 "$SCDINO" idle4.nml
 expect_grep 'warning: study: 4 groups of 1 rank for 1 set: 3 groups stay idle'
 for f in checkpoint.h5 checkpoint_0001.h5; do ckpt_same one/$S2/$f idle4/$S2/$f; done
@@ -132,7 +116,7 @@ expect_exit 0 $MPIEXEC -n 4 "$top_builddir/tests/unit/core/test_comm_group" 2
 expect_exit 0 $MPIEXEC -n 4 "$top_builddir/tests/unit/core/test_comm_group" 4
 
 # ---- stop and restart on 1 rank: SIGTERM at global step 3 of every set's training
-study_deck stop1 "$SETS" "" "" "signal_at_step = 3" >stop1.nml
+sets_deck stop1 "$SETS" "" "" "signal_at_step = 3" >stop1.nml
 bounded 0 "$SCDINO" stop1.nml
 expect_grep 'train: stopped after 4 steps of this launch \(SIGTERM\)'
 expect_grep 'study: stopped on a signal before every set was finished; run the same deck again with &training restart = \.true\.'
@@ -141,7 +125,7 @@ nchecks=$((nchecks + 2))
 [ -e stop1/$S2 ] && fail "set 2 started after set 1 was stopped"
 [ -e stop1/study.txt ] && fail "study.txt written by a stopped study"
 # restart: set 1 continues and ends; set 2 starts and is stopped at the same step
-study_deck stop1 "$SETS" "" "restart = .true." "signal_at_step = 3" >stop1r.nml
+sets_deck stop1 "$SETS" "" "restart = .true." "signal_at_step = 3" >stop1r.nml
 bounded 0 "$SCDINO" stop1r.nml
 expect_grep "restart: continuing from stop1/$S1/checkpoint.h5 at epoch 0, iteration 4"
 expect_grep "restart: stop1/$S2/checkpoint.h5 does not exist; starting from scratch"
@@ -162,12 +146,12 @@ expect_grep '==== scdino study summary ===='
 # every group raises the signal)
 for n in 2 4; do
   r=$((n / 2))
-  study_deck stop$n "$SETS" "ranks_per_run = $r" "" "signal_at_step = 3" >stop$n.nml
+  sets_deck stop$n "$SETS" "ranks_per_run = $r" "" "signal_at_step = 3" >stop$n.nml
   bounded 0 $MPIEXEC -n $n "$SCDINO" stop$n.nml
   expect_grep "\[$S1\] train: stopped after 4 steps"
   expect_grep "\[$S2\] train: stopped after 4 steps"
   expect_grep 'study: stopped on a signal'
-  study_deck stop$n "$SETS" "ranks_per_run = $r" "restart = .true." >stop${n}r.nml
+  sets_deck stop$n "$SETS" "ranks_per_run = $r" "restart = .true." >stop${n}r.nml
   bounded 0 $MPIEXEC -n $n "$SCDINO" stop${n}r.nml
   expect_grep "\[$S2\] restart: continuing from stop$n/$S2/checkpoint.h5 at epoch [01], iteration [04] \(global step 4\)"
   expect_grep '==== scdino study summary ===='
@@ -177,7 +161,7 @@ same_sets alone2 stop4
 
 # ---- bad decks: clear errors, exit 2, nothing trained
 bad() { # bad RANKS PATTERN SETS [STUDY_KEYS]
-  study_deck bad "$3" "$4" >bad.nml
+  sets_deck bad "$3" "$4" >bad.nml
   if [ "$1" = 1 ]; then
     bounded 2 "$SCDINO" bad.nml
   else
@@ -196,11 +180,11 @@ bad 1 "channel_sets\(1\) = '0,,1' has an empty channel" "'0,,1'"
 bad 1 "channel_sets\(1\) = '' is empty" "''"
 bad 2 "&study ranks_per_run = 3 is more than the 2 ranks of this launch" "'0', '1'" "ranks_per_run = 3"
 bad 4 "&study ranks_per_run = 3 does not divide the 4 ranks of this launch" "'0', '1'" "ranks_per_run = 3"
-study_deck bad "'0'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channels = 0, 1/" >bad.nml
+sets_deck bad "'0'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channels = 0, 1/" >bad.nml
 bounded 2 "$SCDINO" bad.nml
 expect_grep "channels is not used with calculation = 'study'"
 # The folders, when the deck names the channels: 'a_b,c' and 'a,b_c' would both write bad/a_b_c.
-study_deck bad "'a_b,c', 'a,b_c'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channel_names = 'a_b', 'c', 'a', 'b_c'/" >bad.nml
+sets_deck bad "'a_b,c', 'a,b_c'" | sed "s/train_fraction = 0.75/train_fraction = 0.75, channel_names = 'a_b', 'c', 'a', 'b_c'/" >bad.nml
 bounded 2 "$SCDINO" bad.nml
 expect_grep "bad.nml:10:8: channel_sets\(2\) = 'a,b_c' would write the folder bad/a_b_c of channel_sets\(1\) = 'a_b,c' \(their channel names joined by _\)"
 
@@ -213,7 +197,7 @@ named() {
 }
 # bad_named SHARDS RANKS PATTERN SETS [STUDY_KEYS]
 bad_named() {
-  study_deck bad "$4" "$5" | sed "s/shard_dir = 'shards'/shard_dir = '$1'/" >bad.nml
+  sets_deck bad "$4" "$5" | sed "s/shard_dir = 'shards'/shard_dir = '$1'/" >bad.nml
   if [ "$2" = 1 ]; then
     bounded 2 "$SCDINO" bad.nml
   else
@@ -249,7 +233,7 @@ bad_named long_shards 1 "&study channel_sets\(2\) = '0,1,2,3,4': the folder name
   "'0', '0,1,2,3,4'"
 # A set's folder is locked by its group while it runs: a lock of another live process is refused.
 mkdir -p bad/ch2 && echo "host=$(hostname) pid=$$ job= since=1" >bad/ch2/.scdino.lock || exit 99
-study_deck bad "'ch2'" >bad.nml
+sets_deck bad "'ch2'" >bad.nml
 bounded 2 "$SCDINO" bad.nml
 expect_grep "run_dir 'bad/ch2' is in use by another scdino job \(pid $$ on host"
 nchecks=$((nchecks + 1))

@@ -16,24 +16,6 @@
 scratch study_settings_sh
 train_data shards
 
-# hp_deck RUN_DIR STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]
-hp_deck() {
-  cat <<EOF
-&control calculation = 'study', run_dir = '$1', seed = 5 /
-&data shard_dir = 'shards', train_fraction = 0.75 /
-&model arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,
-       drop_path_rate = 0.2, out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
-&crops global_size = 16, local_size = 8, local_crops_number = 2 /
-&training epochs = 2, batch_size_per_rank = 4, warmup_epochs = 1, lr = 0.05, log_every = 100${3:+, $3} /
-&features resize = 16, batch_size = 16 /
-&knn k = 1, 3 /
-&attention images_per_class = 1, image_size = 16, in_pipeline = .false. /
-&study $2 /
-&system loader_threads = 1, prefetch_batches = 2 /
-EOF
-  [ -n "$4" ] && echo "&debug $4 /"
-  return 0
-}
 TEMPS="settings = 'teacher_temp = 0.04', 'teacher_temp = 0.07', 'teacher_temp = 0.1', ranks_per_run = 1"
 R1=teacher_temp_0.04 R2=teacher_temp_0.07 R3=teacher_temp_0.1
 
@@ -45,7 +27,7 @@ same_runs() {
 }
 
 # ---- a 3-setting teacher-temperature study on 2 ranks in 2 groups
-hp_deck hs "$TEMPS" >hs.nml
+study_deck hs "$TEMPS" >hs.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" hs.nml
 expect_grep 'study: 3 settings on 2 ranks: 2 groups of 1, each running its share of the runs at the same time'
 expect_grep "\[$R1\] ==== study run 1 of 3: $R1 \(channels 0, 1, 2; teacher_temp = 0.04\) in hs/$R1 on 1 rank ===="
@@ -125,7 +107,7 @@ for f in checkpoint.h5 checkpoint_0000.h5 checkpoint_0001.h5; do ckpt_same hs/$R
 
 # ---- restart: finished settings are skipped; a removed one runs again, bit-identical
 cp -r hs hs_first
-hp_deck hs "$TEMPS" "restart = .true." >hsr.nml
+study_deck hs "$TEMPS" "restart = .true." >hsr.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" hsr.nml
 for r in $R1 $R2 $R3; do expect_grep "study: hs/$r is finished \(pipeline.txt, checkpoint at epoch 2\); skipped"; done
 expect_nogrep 'pipeline step'
@@ -139,18 +121,18 @@ same_runs hs_first hs
 
 # ---- stop and restart in 2 groups: SIGTERM at global step 3 of every run, then the same deck
 # with restart = .true. continues every run from its checkpoint, bit-identically
-hp_deck stop "$TEMPS" "" "signal_at_step = 3" >stop.nml
+study_deck stop "$TEMPS" "" "signal_at_step = 3" >stop.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" stop.nml
 expect_grep "\[$R1\] train: stopped after 4 steps"
 expect_grep 'study: stopped on a signal before every run was finished'
-hp_deck stop "$TEMPS" "restart = .true." >stopr.nml
+study_deck stop "$TEMPS" "restart = .true." >stopr.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" stopr.nml
 expect_grep "\[$R1\] restart: continuing from stop/$R1/checkpoint.h5"
 expect_grep '==== scdino study summary ===='
 same_runs hs_first stop
 
 # ---- channel sets with settings: every set with every setting, on 1 rank
-hp_deck both "channel_sets = '0,1,2', 'ch2', settings = 'teacher_temp = 0.07', 'lr = 0.02, epochs = 3'" >both.nml
+study_deck both "channel_sets = '0,1,2', 'ch2', settings = 'teacher_temp = 0.07', 'lr = 0.02, epochs = 3'" >both.nml
 bounded 0 "$SCDINO" both.nml
 expect_grep 'study: 2 channel sets x 2 settings = 4 runs on 1 rank'
 expect_grep '==== study run 4 of 4: ch2_lr_0.02_epochs_3 \(channels 2; lr = 0.02, epochs = 3\) in both/ch2_lr_0.02_epochs_3'
@@ -169,7 +151,7 @@ grep -E -q "^  ch2_lr_0.02_epochs_3 +2 +0.04 +0.02 +3 +[0-9.]+ +1 " both/study.t
 
 # ---- errors: exit 2, nothing run
 bad() { # bad PATTERN STUDY_KEYS
-  hp_deck bad "$2" >bad.nml
+  study_deck bad "$2" >bad.nml
   bounded 2 "$SCDINO" bad.nml
   expect_grep "$1"
   nchecks=$((nchecks + 1))
@@ -188,7 +170,7 @@ bad "settings\(1\) = 'warmup_epochs = 3': warmup_epochs = 3 exceeds epochs = 2" 
 # x_lr_0.0001 with seed (both x_lr_0.0001_seed_3), refused before any run.
 rm -rf xs && cp -r shards xs && "$top_builddir/tests/hostile/h5edit" xs/manifest.h5 strs channel_names 'x,x_lr_0.0001,z' ||
   exit 99
-hp_deck bad "channel_sets = 'x', 'x_lr_0.0001', settings = 'lr = 1e-4, seed = 3', 'seed = 3'" |
+study_deck bad "channel_sets = 'x', 'x_lr_0.0001', settings = 'lr = 1e-4, seed = 3', 'seed = 3'" |
   sed "s/shard_dir = 'shards'/shard_dir = 'xs'/" >bad.nml
 bounded 2 "$SCDINO" bad.nml
 expect_grep "&study channel_sets\(2\) = 'x_lr_0.0001' with settings\(2\) = 'seed = 3' would write the folder bad/x_lr_0.0001_seed_3 of channel_sets\(1\) = 'x' with settings\(1\) = 'lr = 1e-4, seed = 3'"

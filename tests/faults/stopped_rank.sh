@@ -19,23 +19,10 @@
 scratch stopped_rank
 train_data shards
 
-# deck RUN_DIR SETS [STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]]
+# deck RUN_DIR SETS [STUDY_KEYS [TRAINING_KEYS [DEBUG_KEYS]]]: 3 epochs, a progress line every step,
+# a 10 s step timeout
 deck() {
-  cat <<EOF
-&control calculation = 'study', run_dir = '$1', seed = 5 /
-&data shard_dir = 'shards', train_fraction = 0.75 /
-&model arch = 'custom', patch_size = 4, embed_dim = 16, depth = 2, num_heads = 2, mlp_ratio = 2,
-       drop_path_rate = 0.2, out_dim = 64, head_hidden_dim = 32, head_bottleneck_dim = 16 /
-&crops global_size = 16, local_size = 8, local_crops_number = 2 /
-&training epochs = 3, batch_size_per_rank = 4, warmup_epochs = 1, lr = 0.05, log_every = 1${4:+, $4} /
-&features resize = 16, batch_size = 16 /
-&knn k = 1, 3 /
-&attention in_pipeline = .false. /
-&study channel_sets = $2${3:+, $3} /
-&system loader_threads = 1, prefetch_batches = 2, step_timeout = 10 /
-EOF
-  [ -n "$5" ] && echo "&debug $5 /"
-  return 0
+  study_deck "$1" "channel_sets = $2${3:+, $3}" "epochs = 3, log_every = 1${4:+, $4}" "${5:-}" "step_timeout = 10"
 }
 S0=ch2 S1=ch0_ch1_ch2
 
