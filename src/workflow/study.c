@@ -139,6 +139,17 @@ static void set_config(const struct config *cfg, const struct study_set *s, stru
   if (strlen(dir) >= sizeof c->control.run_dir)
     scd_fatal(SCD_EXIT_INPUT, "study: the run folder %s is too long; choose a shorter control.run_dir", dir);
   memcpy(c->control.run_dir, dir, strlen(dir) + 1);
+  /* Runs of parallel groups train at once: each has its own metrics file, name.<run>.prom beside
+   * the deck's name.prom (node_exporter's textfile collector reads every *.prom there). */
+  if (cfg->system.metrics_file[0]) {
+    const char *m = cfg->system.metrics_file, *slash = strrchr(m, '/'), *dot = strrchr(m, '.');
+    const size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - m) : strlen(m);
+    char path[2 * CFG_STRLEN];
+    snprintf(path, sizeof path, "%.*s.%s%s", (int)stem, m, s->name, m + stem);
+    if (strlen(path) >= sizeof c->system.metrics_file)
+      scd_fatal(SCD_EXIT_INPUT, "study: the metrics file %s is too long; choose a shorter system.metrics_file", path);
+    memcpy(c->system.metrics_file, path, strlen(path) + 1);
+  }
   if (s->text[0]) { /* a channel set; else the deck's channels, as they are */
     for (int i = 0; i < s->nch; i++) c->data.channels[i] = s->ch[i];
     c->data.n_channels = s->nch;

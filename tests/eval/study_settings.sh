@@ -26,8 +26,8 @@ same_runs() {
   done
 }
 
-# ---- a 3-setting teacher-temperature study on 2 ranks in 2 groups
-study_deck hs "$TEMPS" >hs.nml
+# ---- a 3-setting teacher-temperature study on 2 ranks in 2 groups (each run its own metrics file)
+study_deck hs "$TEMPS" "" "" "metrics_file = 'hs.prom'" >hs.nml
 bounded 0 $MPIEXEC -n 2 "$SCDINO" hs.nml
 expect_grep 'study: 3 settings on 2 ranks: 2 groups of 1, each running its share of the runs at the same time'
 expect_grep "\[$R1\] ==== study run 1 of 3: $R1 \(channels 0, 1, 2; teacher_temp = 0.04\) in hs/$R1 on 1 rank ===="
@@ -42,6 +42,14 @@ for r in $R1 $R2 $R3; do
   done
 done
 no_tmp hs hs/$R1 hs/$R2 hs/$R3
+# Runs of the two groups train at once: each writes hs.<run>.prom, labelled with its run_dir.
+nchecks=$((nchecks + 1))
+[ ! -e hs.prom ] || fail "hs.prom written: the runs share one metrics file"
+for r in $R1 $R2 $R3; do
+  nchecks=$((nchecks + 1))
+  grep -q "^scdino_epoch{run_dir=\"hs/$r\"" "hs.$r.prom" && grep -q "^  metrics_file = 'hs.$r.prom'" "hs/$r/input.echo.nml" ||
+    fail "hs.$r.prom: not run $r's metrics, or its echo does not name it"
+done
 # Every run's echoed deck is the pipeline that reruns it alone, with its own value.
 for v in 0.04 0.07 0.1; do
   nchecks=$((nchecks + 1))
