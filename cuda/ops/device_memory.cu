@@ -22,7 +22,8 @@ void *cu_dev_alloc(size_t bytes, const char *what) {
     cudaMemGetInfo(&fr, &tot);
     scd_fatal(SCD_EXIT_FAILURE,
               "GPU %d out of memory: %s of %.1f MiB failed (%s); the backend holds %.1f MiB, the "
-              "device has %.1f of %.1f MiB free; reduce batch_size_per_rank",
+              "device has %.1f of %.1f MiB free; lower the calculation's batch (training.batch_size_per_rank, "
+              "features.batch_size, linear.batch_size) or knn.block_rows",
               cu.device, what, bytes / 1048576.0, cudaGetErrorString(e), bytes_in_use / 1048576.0,
               fr / 1048576.0, tot / 1048576.0);
   }
