@@ -4,7 +4,9 @@
     python3 examples/plot_run.py RUN_DIR [--features FILE] [--embedding auto|umap|tsne]
                                  [--max-points N] [--attention-images N] [--out DIR]
 
-  loss.png        training loss, learning rate and weight decay per epoch (RUN_DIR/log.txt)
+  loss.png        training loss, learning rate and weight decay per epoch, and the collapse
+                  diagnostics: the teacher's entropy per image and of the batch mean, the KL part
+                  of the loss, against ln out_dim (RUN_DIR/log.txt, out_dim from input.echo.nml)
   embedding.png   2-D embedding of the CLS features coloured by class: UMAP when umap-learn is
                   installed (n_neighbors 15, min_dist 0.1, as upstream's plot_in_2D.py), otherwise
                   t-SNE from scikit-learn (the newest RUN_DIR/features_EEEE.h5, or --features)
@@ -32,6 +34,7 @@ a bad file was met are kept.
 import colorsys
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -135,12 +138,29 @@ def plot_loss(run_dir, out_dir):
         ep = np.array([r["epoch"] for r in rows], dtype=float)
         val = lambda key: np.array([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
         loss, lr, wd = val("train_loss"), val("train_lr"), val("train_wd")
-        save(draw_loss(run_dir, ep, loss, lr, wd), out_dir, "loss.png")
+        diag = None
+        if any("teacher_entropy" in r for r in rows):  # logs since the collapse diagnostics
+            diag = {key: val(key) for key in ("teacher_entropy", "teacher_batch_entropy", "kl")}
+            diag["ln_k"] = ln_out_dim(run_dir)
+        save(draw_loss(run_dir, ep, loss, lr, wd, diag), out_dir, "loss.png")
+        print("loss.png: loss, schedules%s" % (", teacher entropy and KL" if diag else ""))
     return True
 
 
-def draw_loss(run_dir, ep, loss, lr, wd):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+def ln_out_dim(run_dir):
+    """ln out_dim from the run's echoed deck (None when it is not there or names none)."""
+    path = os.path.join(run_dir, "input.echo.nml")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            m = re.search(r"^\s*out_dim\s*=\s*(\d+)", f.read(), re.M)
+    except OSError:
+        return None
+    return math.log(int(m.group(1))) if m and int(m.group(1)) > 0 else None
+
+
+def draw_loss(run_dir, ep, loss, lr, wd, diag):
+    fig, axes = plt.subplots(1, 3 if diag else 2, figsize=(15 if diag else 10, 3.6))
+    a, b = axes[0], axes[1]
     a.plot(ep, loss, "o-", color="C0", ms=4)
     a.set_xlabel("epoch")
     a.set_ylabel("DINO loss (epoch mean)")
@@ -155,8 +175,21 @@ def draw_loss(run_dir, ep, loss, lr, wd):
     c.plot(ep, wd, "s--", color="C2", ms=3, label="weight decay")
     c.set_ylabel("weight decay (epoch mean)", color="C2")
     b.set_title("schedules")
+    if diag:
+        d = axes[2]
+        d.plot(ep, diag["teacher_entropy"], "o-", color="C3", ms=3, label="teacher entropy per image")
+        d.plot(ep, diag["teacher_batch_entropy"], "s-", color="C4", ms=3, label="entropy of the batch mean")
+        d.plot(ep, diag["kl"], "^-", color="C5", ms=3, label="KL part of the loss")
+        if diag["ln_k"]:
+            d.axhline(diag["ln_k"], color="grey", ls="--", lw=1, label="ln out_dim (uniform targets)")
+        d.set_xlabel("epoch")
+        d.set_ylabel("nats (epoch mean)")
+        d.set_title("collapse diagnostics")
+        d.legend(fontsize=7)
+        d.grid(alpha=0.3)
+        fig.subplots_adjust(wspace=0.5)  # room for the weight-decay axis between the panels
     if len(ep) < 12:
-        for ax in (a, b):
+        for ax in axes:
             ax.set_xticks(ep)
     fig.suptitle(os.path.abspath(run_dir), fontsize=8, y=1.02)
     return fig

@@ -78,9 +78,10 @@ for col in 3 4; do
   [ -n "$want" ] && [ "$want" = "$got" ] || fail "baseline $label: table '$got', single run '$want'"
 done
 
-# examples/plot_run.py draws the table (when matplotlib is there); a damaged table is one line, exit 3.
+# examples/plot_run.py draws the table and the collapse diagnostics (when matplotlib is there); a damaged table is one line, exit 3.
 if [ "$PYTHON3" != none ] && "$PYTHON3" -c 'import matplotlib, h5py' 2>/dev/null; then
   expect_exit 0 "$PYTHON3" "$top_srcdir/examples/plot_run.py" run --out plots
+  expect_grep '^loss.png: loss, schedules, teacher entropy and KL$'
   nchecks=$((nchecks + 1))
   [ -s plots/knn_epochs.png ] || fail "plots/knn_epochs.png missing"
   mkdir -p damaged && { head -3 run/knn_epochs.txt; echo '       1  features_0001.h5  x'; } >damaged/knn_epochs.txt
