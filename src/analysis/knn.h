@@ -206,6 +206,13 @@ struct knn_set {
  * (a note says so): a group of a handful of rows has no accuracy worth reading. */
 #define KNN_MAX_GROUPS 64
 
+/* A features file's metadata columns (knn_groups.c; used by knn.group_by and knn.split_by): the
+ * number of the column named name (-1: none); the names as "'a', 'b'" into buf (size n); the first
+ * folder of a row's path, the 'folder' column ("" when it has none; the caller frees it). */
+int knn_meta_column(const struct features *f, const char *name);
+void knn_meta_columns_text(const struct features *f, char *buf, size_t n);
+char *knn_first_folder(const char *path);
+
 /* The accuracy per value of one grouping column over the query rows (knn_groups.c). */
 struct knn_group_col {
   char *name;                  /* the metadata column, or "folder" (the first folder of each path) */

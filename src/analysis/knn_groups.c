@@ -25,10 +25,16 @@ static void add_col(struct knn_report *rep, const char *name, int meta) {
   g->meta = meta;
 }
 
-static int meta_column(const struct features *q, const char *name) {
-  for (int m = 0; m < q->nmeta; m++)
-    if (!strcmp(q->meta_names[m], name)) return m;
+int knn_meta_column(const struct features *f, const char *name) {
+  for (int m = 0; m < f->nmeta; m++)
+    if (!strcmp(f->meta_names[m], name)) return m;
   return -1;
+}
+
+void knn_meta_columns_text(const struct features *f, char *buf, size_t n) {
+  buf[0] = '\0';
+  for (int c = 0; c < f->nmeta && strlen(buf) + 8 < n; c++)
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s'%s'", c ? ", " : "", f->meta_names[c]);
 }
 
 void knn_groups_select(struct knn_report *rep, const struct config *cfg, const struct knn_rowset *rs) {
@@ -38,7 +44,7 @@ void knn_groups_select(struct knn_report *rep, const struct config *cfg, const s
   rep->groups = xcalloc((size_t)q->nmeta + (size_t)nw, sizeof *rep->groups);
   for (int w = 0; w < nw; w++) {
     const char *word = cfg->knn.group_by[w];
-    const int m = meta_column(q, word);
+    const int m = knn_meta_column(q, word);
     if (!strcmp(word, "metadata")) {
       for (int c = 0; c < q->nmeta; c++) add_col(rep, q->meta_names[c], c);
     } else if (m >= 0) {
@@ -46,9 +52,8 @@ void knn_groups_select(struct knn_report *rep, const struct config *cfg, const s
     } else if (!strcmp(word, "folder")) {
       add_col(rep, "folder", -1);
     } else {
-      char have[1024] = "";
-      for (int c = 0; c < q->nmeta && strlen(have) + 8 < sizeof have; c++)
-        snprintf(have + strlen(have), sizeof have - strlen(have), "%s'%s'", c ? ", " : "", q->meta_names[c]);
+      char have[1024];
+      knn_meta_columns_text(q, have, sizeof have);
       scd_fatal(SCD_EXIT_INPUT, "knn.group_by = '%s' is no metadata column of the query rows' file %s (%s%s); use "
                 "'metadata' (every metadata column), 'folder' (the first folder of each path), 'none' or a column's "
                 "name", word, rs->query_path, q->nmeta ? "its columns: " : "it has no metadata columns", have);
@@ -58,8 +63,7 @@ void knn_groups_select(struct knn_report *rep, const struct config *cfg, const s
 
 /* ---- The accuracy per value ------------------------------------------------------------------- */
 
-/* The first folder of a path ("" when it has none). */
-static char *first_folder(const char *path) {
+char *knn_first_folder(const char *path) {
   const char *slash = strchr(path, '/');
   const size_t n = slash ? (size_t)(slash - path) : 0;
   char *s = xmalloc(n + 1);
@@ -75,7 +79,7 @@ static void column_keys(const struct knn_rowset *rs, const struct knn_group_col 
   for (int64_t i = 0; i < rs->n_test; i++) {
     int64_t row;
     const struct features *f = knn_rowset_query(rs, i, &row);
-    key[i] = g->meta >= 0 ? xstrdup(f->meta[(size_t)g->meta * (size_t)f->n + (size_t)row]) : first_folder(f->paths[row]);
+    key[i] = g->meta >= 0 ? xstrdup(f->meta[(size_t)g->meta * (size_t)f->n + (size_t)row]) : knn_first_folder(f->paths[row]);
   }
 }
 

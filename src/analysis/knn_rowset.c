@@ -32,26 +32,15 @@ static void need_labels(const char *path, const struct features *f) {
               "shard set (&data labels = 'none', or a file_list without a label column)", path);
 }
 
-/* The first folder of a path, or "" (as knn.group_by's 'folder'), into buf. */
-static const char *path_folder(const char *p, char *buf, size_t n) {
-  const char *slash = strchr(p, '/');
-  const size_t len = slash ? (size_t)(slash - p) : 0;
-  snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
-  return buf;
-}
-
 /* knn.split_by: the rows whose column value is one of knn.query_values are the query rows, the
  * others the reference rows, both in file order.  Every rank reads the column and decides alike. */
 static void split_by_column(struct knn_rowset *rs, const struct config *cfg, const char *path) {
   struct features *f = &rs->ref;
   const char *col = cfg->knn.split_by;
-  int m = -1;
-  for (int c = 0; c < f->nmeta; c++)
-    if (!strcmp(f->meta_names[c], col)) m = c;
+  const int m = knn_meta_column(f, col);
   if (m < 0 && strcmp(col, "folder")) {
-    char have[1024] = "";
-    for (int c = 0; c < f->nmeta && strlen(have) + 8 < sizeof have; c++)
-      snprintf(have + strlen(have), sizeof have - strlen(have), "%s'%s'", c ? ", " : "", f->meta_names[c]);
+    char have[1024];
+    knn_meta_columns_text(f, have, sizeof have);
     scd_fatal(SCD_EXIT_INPUT, "knn.split_by = '%s' is no metadata column of %s (%s%s); use 'folder' (the first "
               "folder of each path) or a column's name", col, path, f->nmeta ? "its columns: " : "it has none", have);
   }
@@ -62,11 +51,12 @@ static void split_by_column(struct knn_rowset *rs, const struct config *cfg, con
   const int64_t n = f->n;
   rs->train_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->train_rows));
   rs->test_rows = xmalloc(MUL_SIZE((size_t)n, sizeof *rs->test_rows));
-  char buf[4096];
   for (int64_t i = 0; i < n; i++) {
-    const char *v = m >= 0 ? f->meta[(size_t)m * (size_t)n + (size_t)i] : path_folder(f->paths[i], buf, sizeof buf);
+    char *folder = m >= 0 ? NULL : knn_first_folder(f->paths[i]);
+    const char *v = m >= 0 ? f->meta[(size_t)m * (size_t)n + (size_t)i] : folder;
     int query = 0;
     for (int w = 0; w < cfg->knn.n_query_values && !query; w++) query = !strcmp(v, cfg->knn.query_values[w]);
+    free(folder);
     if (query)
       rs->test_rows[rs->n_test++] = i;
     else
